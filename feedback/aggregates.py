@@ -1,0 +1,85 @@
+"""Per-object feedback aggregates (SPEC §8), as a pure accumulator. No Django imports.
+
+The live services and the rebuild from the operation log call these same functions in ``seq``
+order, so sums are accumulated in the same order and the rebuild equals the live values exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+UTILITY_START = 0.5
+
+POSITIVE_USE = frozenset({"REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH"})
+POSITIVE = frozenset(POSITIVE_USE | {"CORROBORATED_BY_EXTERNAL"})
+NEGATIVE = frozenset(
+    {"CORRECTED", "CONTRADICTED_BY_OBSERVATION", "TASK_FAILED_WITH", "IGNORED_REPEATEDLY"}
+)
+TOTAL_FIELD = {
+    "REFERENCED": "total_referenced",
+    "CONFIRMED": "total_confirmed",
+    "TASK_COMPLETED_WITH": "total_task_completed",
+    "CORRECTED": "total_corrected",
+    "UNUSED": "total_unused",
+}
+
+
+@dataclass(slots=True)
+class Aggregate:
+    """Mutable on purpose: a rebuild folds a million operations through one of these per object."""
+
+    total_injections: int = 0
+    total_referenced: int = 0
+    total_confirmed: int = 0
+    total_task_completed: int = 0
+    total_corrected: int = 0
+    total_unused: int = 0
+    last_positive_signal: datetime | None = None
+    last_negative_signal: datetime | None = None
+    lifetime_gamma_applied: float = 0.0
+    lifetime_delta_applied: float = 0.0
+    unused_streak: int = 0
+    utility: float = UTILITY_START
+    uses: int = 0
+    last_use_at: datetime | None = None
+
+    @property
+    def usage_ratio(self) -> float | None:
+        """min(1, (referenced + confirmed + task_completed) / injections); None without any."""
+        if self.total_injections == 0:
+            return None
+        used = self.total_referenced + self.total_confirmed + self.total_task_completed
+        return min(1.0, used / self.total_injections)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["usage_ratio"] = self.usage_ratio
+        return data
+
+
+FIELDS = tuple(Aggregate.__dataclass_fields__)
+
+
+def on_injection(agg: Aggregate) -> None:
+    agg.total_injections += 1
+
+
+def on_signal(
+    agg: Aggregate, signal_type: str, effect: str, effective_weight: float, ts: datetime
+) -> None:
+    """Count one signal, in a session or alone (SPEC §8: totals count every signal)."""
+    field = TOTAL_FIELD.get(signal_type)
+    if field is not None:
+        setattr(agg, field, getattr(agg, field) + 1)
+    if signal_type in POSITIVE:
+        agg.last_positive_signal = ts
+    elif signal_type in NEGATIVE:
+        agg.last_negative_signal = ts
+    if effect == "reinforced":
+        agg.lifetime_gamma_applied += effective_weight
+    elif effect == "penalized":
+        agg.lifetime_delta_applied += effective_weight
+    if signal_type != "UNUSED":
+        # Any signal other than UNUSED, in a session or alone, ends an unused streak.
+        agg.unused_streak = 0

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class FeedbackConfig(AppConfig):
+    name = "feedback"
+    verbose_name = "Feedback"
+
+    def ready(self) -> None:
+        from feedback.selectors import aggregate_extra
+        from rms.extensions import register_object_extra
+
+        register_object_extra(aggregate_extra)

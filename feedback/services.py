@@ -1,0 +1,141 @@
+"""Feedback write services: signals now, feedback sessions in the ingestion issue (SPEC §7–§8).
+
+Each service is one transaction: lock the objects (pk order), append the operations, update the
+objects, their session tallies and aggregates, and store the idempotency record, or write nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import IntegrityError, transaction
+
+from feedback import aggregates
+from feedback.models import FeedbackAggregate
+from feedback.selectors import aggregate_from_row
+from rms import policy
+from rms import services as core
+from rms.errors import DomainError
+from rms.models import ApiClient, IdempotencyRecord, Operation
+
+SIGNAL_SCOPE = "signal"
+
+
+class AggregateStore:
+    """Aggregates of locked objects, loaded in one query and written back in two."""
+
+    def __init__(self, objects: list) -> None:
+        self._objects = {obj.pk: obj for obj in objects}
+        self._rows = {r.object_id: r for r in FeedbackAggregate.objects.filter(object__in=objects)}
+        self._values: dict = {}
+
+    def get(self, object_id) -> aggregates.Aggregate:
+        agg = self._values.get(object_id)
+        if agg is None:
+            agg = aggregate_from_row(self._rows.get(object_id))
+            self._values[object_id] = agg
+        return agg
+
+    def flush(self) -> None:
+        new, old = [], []
+        for object_id, agg in self._values.items():
+            row = self._rows.get(object_id)
+            if row is None:
+                obj = self._objects[object_id]
+                row = FeedbackAggregate(object_id=object_id, namespace_id=obj.namespace_id)
+                new.append(row)
+            else:
+                old.append(row)
+            for field in aggregates.FIELDS:
+                setattr(row, field, getattr(agg, field))
+            row.usage_ratio = agg.usage_ratio
+        if new:
+            FeedbackAggregate.objects.bulk_create(new)
+        if old:
+            FeedbackAggregate.objects.bulk_update(old, [*aggregates.FIELDS, "usage_ratio"])
+
+
+def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:
+    """The first answer to this key, or 409 when the body differs (SPEC §7)."""
+    record = IdempotencyRecord.objects.filter(
+        client=client, scope=scope, request_id=request_id
+    ).first()
+    if record is None:
+        return None
+    if record.body_hash != body_hash:
+        raise DomainError(
+            "idempotency_mismatch",
+            f"request_id {request_id!r} was already used with a different body.",
+            409,
+        )
+    return record.response
+
+
+def signal_record(
+    *,
+    client: ApiClient,
+    object_id,
+    data: dict,
+    body_hash: str,
+    render: Callable[[core.SignalResult, object], dict],
+) -> tuple[int, dict]:
+    """Record one signal posted alone: FEEDBACK_EVENT + REINFORCE/PENALTY + aggregate.
+
+    Returns (201, answer), or (200, first answer) for a retry with the same ``request_id`` and
+    body. Concurrent retries serialise on the object lock or, failing that, on the idempotency
+    record's unique key; the loser answers from the winner's record.
+    """
+    detection_method = core.validate_client_signal(
+        data["signal_type"], data.get("detection_method")
+    )
+    request_id = data.get("request_id")
+    try:
+        with transaction.atomic():
+            if (
+                request_id
+                and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash))
+                is not None
+            ):
+                return 200, first
+            obj = core.visible_object(client, object_id, lock=True)
+            ts = core.resolve_ts(data.get("ts"), [obj.last_op_ts])
+            actor = core.Actor.of(client, data.get("actor_id"), data.get("actor_type"))
+            signal = policy.Signal(
+                signal_type=data["signal_type"],
+                detection_method=detection_method,
+                actor_id=actor.id,
+                actor_type=actor.type,
+                session_id=data["session_id"],
+                ts=ts,
+                evidence_ids=tuple(data.get("evidence_ids") or ()),
+            )
+            tallies = core.TallyStore([(obj.pk, signal.session_id)])
+            result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
+            store = AggregateStore([obj])
+            _, effective = core.weights_of(result.outcome, signal)
+            aggregates.on_signal(
+                store.get(obj.pk), signal.signal_type, result.effect, effective, ts
+            )
+            obj.save()
+            Operation.objects.bulk_create(
+                [op for op in (result.feedback_op, result.change_op) if op]
+            )
+            tallies.flush()
+            store.flush()
+            answer = render(result, obj)
+            if request_id:
+                IdempotencyRecord.objects.create(
+                    client=client,
+                    scope=SIGNAL_SCOPE,
+                    request_id=request_id,
+                    body_hash=body_hash,
+                    response=answer,
+                )
+            return 201, answer
+    except IntegrityError:
+        if (
+            request_id
+            and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash)) is not None
+        ):
+            return 200, first
+        raise

@@ -1,0 +1,92 @@
+"""Every error in the contract's shape: {"error": {"code", "message", "fields"?}} (API.md)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from rms.errors import DomainError
+from rms.policy import PolicyError
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    error: dict = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def flatten_fields(detail, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as {"field": [...], "0.field": [...], "injections.2.x": [...]}."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = "non_field_errors" if key == "non_field_errors" and not prefix else str(key)
+            out.update(flatten_fields(value, f"{prefix}{name}."))
+    elif isinstance(detail, list):
+        if all(not isinstance(v, dict | list) for v in detail):
+            out[prefix.rstrip(".") or "non_field_errors"] = [str(v) for v in detail]
+        else:
+            for i, value in enumerate(detail):
+                if value:
+                    out.update(flatten_fields(value, f"{prefix}{i}."))
+    else:
+        out[prefix.rstrip(".") or "non_field_errors"] = [str(detail)]
+    return out
+
+
+_SIMPLE = {
+    drf.ParseError: ("malformed_json", 400),
+    drf.NotAuthenticated: ("not_authenticated", 401),
+    drf.AuthenticationFailed: ("authentication_failed", 401),
+    drf.PermissionDenied: ("forbidden", 403),
+    drf.NotFound: ("not_found", 404),
+    drf.MethodNotAllowed: ("method_not_allowed", 405),
+    drf.NotAcceptable: ("not_acceptable", 406),
+    drf.UnsupportedMediaType: ("unsupported_media_type", 415),
+    drf.Throttled: ("throttled", 429),
+}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, PolicyError):
+        fields = {exc.field: [exc.message]} if exc.field else None
+        return Response(error_body(exc.code, exc.message, fields), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("request_too_large", "The request body is too large."), 413)
+    if isinstance(exc, Http404):
+        return Response(error_body("not_found", "Not found."), status=404)
+    if isinstance(exc, drf.ValidationError):
+        return Response(
+            error_body("validation_error", "The request is invalid.", flatten_fields(exc.detail)),
+            status=400,
+        )
+    for cls, (code, status) in _SIMPLE.items():
+        if isinstance(exc, cls):
+            headers = {}
+            if getattr(exc, "auth_header", None):
+                headers["WWW-Authenticate"] = exc.auth_header
+            if getattr(exc, "wait", None) is not None:
+                headers["Retry-After"] = str(int(exc.wait))
+            message = str(exc.detail) if not isinstance(exc.detail, dict | list) else code
+            return Response(error_body(code, message), status=status, headers=headers)
+    if isinstance(exc, drf.APIException):
+        return Response(error_body(exc.default_code, str(exc.detail)), status=exc.status_code)
+    return None
+
+
+def handler404(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "Not found."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "Internal server error."), status=500)
+    return defaults.server_error(request)

@@ -1,0 +1,247 @@
+"""Input serializers (validation only) and output builders for the core API (API.md)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from rest_framework import serializers
+
+from rms import policy
+from rms.extensions import object_extras
+from rms.models import MemoryObject, Namespace, Operation
+from rms.replay import iso, state_from_snapshot
+
+# --- input --------------------------------------------------------------------------------------
+
+
+class FiniteFloatField(serializers.Field):
+    """A JSON number that is finite; strings, booleans, NaN and infinities are refused."""
+
+    default_error_messages = {
+        "invalid": "A finite number is required.",
+        "min_value": "Ensure this value is greater than or equal to {min_value}.",
+        "max_value": "Ensure this value is less than or equal to {max_value}.",
+    }
+
+    def __init__(self, *, min_value: float | None = None, max_value: float | None = None, **kw):
+        super().__init__(**kw)
+        self.min_value = min_value
+        self.max_value = max_value
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        value = float(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        if self.min_value is not None and value < self.min_value:
+            self.fail("min_value", min_value=self.min_value)
+        if self.max_value is not None and value > self.max_value:
+            self.fail("max_value", max_value=self.max_value)
+        return value
+
+    def to_representation(self, value):
+        return value
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer given as a JSON number (not "12", not true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if isinstance(data, float) and not data.is_integer():
+            self.fail("invalid")
+        return super().to_internal_value(int(data))
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown fields are a 400, so a misspelt optional field is never silently ignored."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({k: ["Unknown field."] for k in unknown})
+        return super().to_internal_value(data)
+
+
+def choice(values, **kw) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=list(values), **kw)
+
+
+def tag_list(**kw) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=200), max_length=200, required=False, **kw
+    )
+
+
+class ObjectIn(StrictSerializer):
+    id = serializers.UUIDField(required=False)
+    namespace = serializers.CharField(max_length=100)
+    content = serializers.CharField(max_length=50_000)
+    domain_tags = tag_list()
+    epistemic_type = choice(policy.EPISTEMIC_TYPES)
+    condition_state = choice(policy.CONDITION_STATES, required=False, allow_null=True)
+    decay_profile = choice(policy.DECAY_PROFILES, required=False)
+    confidence = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    salience_base = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    evidence_ids = tag_list()
+    actor_id = serializers.CharField(max_length=200, required=False)
+    actor_type = choice(policy.ACTOR_TYPES, required=False)
+    ts = serializers.DateTimeField(required=False)
+
+
+class SignalIn(StrictSerializer):
+    signal_type = choice(policy.SIGNAL_TYPES)
+    session_id = serializers.CharField(max_length=200)
+    actor_id = serializers.CharField(max_length=200, required=False)
+    actor_type = choice(policy.ACTOR_TYPES, required=False)
+    detection_method = choice(policy.DETECTION_METHODS, required=False)
+    evidence_ids = tag_list()
+    request_id = serializers.CharField(max_length=200, required=False)
+    ts = serializers.DateTimeField(required=False)
+
+
+class ReasonIn(StrictSerializer):
+    reason = serializers.CharField(max_length=2000)
+    ts = serializers.DateTimeField(required=False)
+
+
+class PinIn(ReasonIn):
+    confidence = FiniteFloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+
+
+class TransitionIn(ReasonIn):
+    to = choice(policy.EPISTEMIC_TYPES)
+
+
+class ConditionIn(StrictSerializer):
+    condition_state = choice(policy.CONDITION_STATES)
+    ts = serializers.DateTimeField(required=False)
+
+
+METRIC_NAMES = (
+    "mean_usage_ratio",
+    "high_correction_rate",
+    "budget_waste_ratio",
+    "unused_injection_rate",
+)
+WEIGHT_NAMES = ("similarity", "hotness", "utility")
+
+
+class NamespaceIn(StrictSerializer):
+    name = serializers.SlugField(max_length=100)
+    ignore_threshold = StrictIntegerField(min_value=1, max_value=10_000, required=False)
+    relevance_threshold = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    alert_thresholds = serializers.DictField(
+        child=FiniteFloatField(min_value=0.0, max_value=1.0), required=False
+    )
+    weights = serializers.DictField(
+        child=FiniteFloatField(min_value=0.0, max_value=1.0), required=False
+    )
+
+    def validate_alert_thresholds(self, value: dict) -> dict:
+        unknown = sorted(set(value) - set(METRIC_NAMES))
+        if unknown:
+            raise serializers.ValidationError(f"Unknown metrics: {', '.join(unknown)}.")
+        return value
+
+    def validate_weights(self, value: dict) -> dict:
+        unknown = sorted(set(value) - set(WEIGHT_NAMES))
+        if unknown:
+            raise serializers.ValidationError(f"Unknown weights: {', '.join(unknown)}.")
+        return value
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def namespace_out(ns: Namespace) -> dict:
+    return {
+        "name": ns.name,
+        "ignore_threshold": ns.ignore_threshold,
+        "relevance_threshold": ns.relevance_threshold,
+        "alert_thresholds": ns.alert_thresholds,
+        "weights": ns.weights,
+        "created_at": iso(ns.created_at),
+    }
+
+
+def object_out(obj: MemoryObject, now: datetime, extra: dict | None = None) -> dict:
+    state = obj.to_state()
+    data = {
+        "id": str(obj.pk),
+        "namespace": obj.namespace.name,
+        "content": obj.content,
+        "domain_tags": obj.domain_tags,
+        "epistemic_type": obj.epistemic_type,
+        "condition_state": obj.condition_state,
+        "decay_profile": obj.decay_profile,
+        "confidence": obj.confidence,
+        "salience_base": obj.salience_base,
+        "salience_effective": policy.salience_effective(state, obj.created_at, now),
+        "reinforcement_boost": obj.reinforcement_boost,
+        "reinforcement_count": obj.reinforcement_count,
+        "last_reinforced_at": iso(obj.last_reinforced_at),
+        "evidence_ids": obj.evidence_ids,
+        "pinned": obj.pinned,
+        "created_by": obj.created_by,
+        "created_by_type": obj.created_by_type,
+        "created_at": iso(obj.created_at),
+        "version": obj.version,
+        "head_hash": obj.head_hash,
+    }
+    if extra:
+        data.update(extra)
+    return data
+
+
+def objects_out(objects: list[MemoryObject], now: datetime) -> list[dict]:
+    extras = object_extras(objects)
+    return [object_out(obj, now, extras.get(obj.pk)) for obj in objects]
+
+
+def operation_out(op: Operation) -> dict:
+    return {
+        "seq": op.seq,
+        "id": str(op.id),
+        "ts": iso(op.ts),
+        "op_type": op.op_type,
+        "target_type": op.target_type,
+        "target_id": str(op.target_id),
+        "namespace": op.namespace,
+        "actor_id": op.actor_id,
+        "actor_type": op.actor_type,
+        "session_id": op.session_id,
+        "payload": op.payload,
+        "policy_version": op.policy_version,
+        "state": op.state,
+        "prev_hash": op.prev_hash,
+        "hash": op.hash,
+    }
+
+
+def state_as_of_out(obj: MemoryObject, op: Operation, as_of: datetime) -> dict:
+    """The object as it stood after the last operation with ts ≤ as_of (SPEC §6)."""
+    state = state_from_snapshot(op.state)
+    return {
+        "id": str(obj.pk),
+        "namespace": obj.namespace.name,
+        "as_of": iso(as_of),
+        "content": obj.content,
+        "epistemic_type": state.epistemic_type,
+        "condition_state": state.condition_state,
+        "decay_profile": state.decay_profile,
+        "confidence": state.confidence,
+        "salience_base": state.salience_base,
+        "salience_effective": policy.salience_effective(state, obj.created_at, as_of),
+        "reinforcement_boost": state.reinforcement_boost,
+        "reinforcement_count": state.reinforcement_count,
+        "last_reinforced_at": iso(state.last_reinforced_at),
+        "evidence_ids": list(state.evidence_ids),
+        "pinned": state.pinned,
+        "version": op.state["version"],
+        "operation": {"seq": op.seq, "id": str(op.id), "op_type": op.op_type, "ts": iso(op.ts)},
+    }

@@ -1,0 +1,43 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from rms.api import views
+
+urlpatterns = [
+    path("health", views.HealthView.as_view(), name="health"),
+    path(
+        "schema",
+        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[AllowAny]),
+        name="schema",
+    ),
+    path(
+        "docs",
+        SpectacularSwaggerView.as_view(
+            url_name="schema", authentication_classes=[], permission_classes=[AllowAny]
+        ),
+        name="docs",
+    ),
+    path("namespaces", views.NamespaceListView.as_view(), name="namespaces"),
+    path("namespaces/<str:name>", views.NamespaceDetailView.as_view(), name="namespace-detail"),
+    path("objects", views.ObjectListView.as_view(), name="objects"),
+    path("objects/<str:object_id>", views.ObjectDetailView.as_view(), name="object-detail"),
+    path("objects/<str:object_id>/state", views.ObjectStateView.as_view(), name="object-state"),
+    path(
+        "objects/<str:object_id>/operations",
+        views.ObjectOperationsView.as_view(),
+        name="object-operations",
+    ),
+    path("objects/<str:object_id>/pin", views.ObjectPinView.as_view(), name="object-pin"),
+    path("objects/<str:object_id>/unpin", views.ObjectUnpinView.as_view(), name="object-unpin"),
+    path(
+        "objects/<str:object_id>/transition",
+        views.ObjectTransitionView.as_view(),
+        name="object-transition",
+    ),
+    path(
+        "objects/<str:object_id>/condition",
+        views.ObjectConditionView.as_view(),
+        name="object-condition",
+    ),
+]

@@ -1,0 +1,269 @@
+"""Core API views (API.md): thin — validate, call one service or selector, render."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from rms import services
+from rms.health import broker_status
+from rms.api import pagination, serializers
+from rms.api.permissions import ADMIN, ANY_ROLE, WRITERS
+from rms.errors import Forbidden, NotFound
+from rms.models import MemoryObject, Namespace, Operation
+from rms.oplog import canonical_json
+
+MAX_OBJECTS_PER_POST = 1000
+
+
+def parse_uuid(value: str) -> uuid.UUID:
+    """A malformed id in the path is a 404 (API.md)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise NotFound("No such object.") from exc
+
+
+def parse_time_param(request, name: str, *, required: bool = False) -> datetime | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise ValidationError({name: ["This parameter is required."]})
+        return None
+    try:
+        value = parse_datetime(raw.replace(" ", "+"))
+    except ValueError:
+        value = None
+    if value is None:
+        raise ValidationError({name: ["Must be an ISO 8601 date-time."]})
+    if timezone.is_naive(value):
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def body_hash(request) -> str:
+    """Canonical JSON of the body as sent, before defaults are filled in (SPEC §7)."""
+    return hashlib.sha256(canonical_json(request.data).encode()).hexdigest()
+
+
+def validated(serializer_class, data) -> dict:
+    ser = serializer_class(data=data)
+    ser.is_valid(raise_exception=True)
+    return dict(ser.validated_data)
+
+
+class HealthView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes: list = []
+
+    def get(self, request):
+        database = "ok"
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception:  # any database failure is "unavailable", never a 500
+            database = "unavailable"
+        body = {
+            "status": "ok" if database == "ok" else "degraded",
+            "database": database,
+            "broker": broker_status(),
+        }
+        return Response(body, status=200 if database == "ok" else 503)
+
+
+class NamespaceListView(APIView):
+    roles = {"GET": ANY_ROLE, "POST": (ADMIN,)}
+
+    def get(self, request):
+        names = request.auth.namespace_names()
+        qs = Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
+        return Response({"results": [serializers.namespace_out(ns) for ns in qs], "next": None})
+
+    @extend_schema(request=serializers.NamespaceIn)
+    def post(self, request):
+        data = validated(serializers.NamespaceIn, request.data)
+        ns = services.namespace_create(**data)
+        return Response(serializers.namespace_out(ns), status=201)
+
+
+class NamespaceDetailView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    def get(self, request, name: str):
+        ns = Namespace.objects.filter(name=name).first()
+        if ns is None or not request.auth.can_see(name):
+            raise NotFound("No such namespace.")
+        return Response(serializers.namespace_out(ns))
+
+
+class ObjectListView(APIView):
+    roles = {"GET": ANY_ROLE, "POST": WRITERS}
+
+    def get(self, request):
+        client = request.auth
+        qs = MemoryObject.objects.select_related("namespace")
+        namespace = request.query_params.get("namespace")
+        if namespace:
+            if not client.can_see(namespace):
+                raise Forbidden(f"You may not read namespace {namespace!r}.")
+            qs = qs.filter(namespace__name=namespace)
+        elif (names := client.namespace_names()) is not None:
+            qs = qs.filter(namespace__name__in=names)
+        epistemic_type = request.query_params.get("epistemic_type")
+        if epistemic_type:
+            if epistemic_type not in serializers.policy.EPISTEMIC_TYPES:
+                raise ValidationError({"epistemic_type": ["Unknown epistemic type."]})
+            qs = qs.filter(epistemic_type=epistemic_type)
+        pinned = request.query_params.get("pinned")
+        if pinned:
+            if pinned not in ("true", "false"):
+                raise ValidationError({"pinned": ["Must be true or false."]})
+            qs = qs.filter(pinned=pinned == "true")
+        size = pagination.page_size(request)
+        cursor = pagination.decode_cursor(request)
+        if cursor is not None:
+            try:
+                created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+            except (IndexError, TypeError, ValueError) as exc:
+                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+            qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=last_id))
+        rows = list(qs.order_by("created_at", "id")[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = (
+            pagination.encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)])
+            if more
+            else None
+        )
+        return Response(
+            {
+                "results": serializers.objects_out(rows, timezone.now()),
+                "next": pagination.next_url(request, next_cursor),
+            }
+        )
+
+    @extend_schema(request=serializers.ObjectIn)
+    def post(self, request):
+        data = request.data
+        many = isinstance(data, list)
+        if many:
+            if not data:
+                raise ValidationError({"non_field_errors": ["Send at least one object."]})
+            if len(data) > MAX_OBJECTS_PER_POST:
+                raise ValidationError(
+                    {"non_field_errors": [f"At most {MAX_OBJECTS_PER_POST} objects per request."]}
+                )
+            ser = serializers.ObjectIn(data=data, many=True)
+            ser.is_valid(raise_exception=True)
+            items = [dict(item) for item in ser.validated_data]
+        elif isinstance(data, dict):
+            items = [validated(serializers.ObjectIn, data)]
+        else:
+            raise ValidationError({"non_field_errors": ["Send an object or a list of objects."]})
+        objects = services.object_create(client=request.auth, items=items)
+        out = serializers.objects_out(objects, timezone.now())
+        return Response(out if many else out[0], status=201)
+
+
+class ObjectDetailView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    def get(self, request, object_id: str):
+        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        return Response(serializers.objects_out([obj], timezone.now())[0])
+
+
+class ObjectStateView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    def get(self, request, object_id: str):
+        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        as_of = parse_time_param(request, "as_of", required=True)
+        op = (
+            Operation.objects.filter(target_id=obj.pk, ts__lte=as_of, state__isnull=False)
+            .order_by("-ts", "-seq")
+            .first()
+        )
+        if op is None:
+            raise NotFound("The object did not exist at that time.")
+        return Response(serializers.state_as_of_out(obj, op, as_of))
+
+
+class ObjectOperationsView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    def get(self, request, object_id: str):
+        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        size = pagination.page_size(request)
+        qs = Operation.objects.filter(target_id=obj.pk)
+        cursor = pagination.decode_cursor(request)
+        if cursor is not None:
+            if len(cursor) != 1 or not isinstance(cursor[0], int):
+                raise ValidationError({"cursor": ["Invalid cursor."]})
+            qs = qs.filter(seq__gt=cursor[0])
+        rows = list(qs.order_by("seq")[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = pagination.encode_cursor([rows[-1].seq]) if more else None
+        return Response(
+            {
+                "results": [serializers.operation_out(op) for op in rows],
+                "next": pagination.next_url(request, next_cursor),
+            }
+        )
+
+
+class _ObjectChangeView(APIView):
+    serializer_class: type = serializers.ReasonIn
+
+    def change(self, request, object_id, data: dict):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def post(self, request, object_id: str):
+        data = validated(self.serializer_class, request.data)
+        obj = self.change(request, parse_uuid(object_id), data)
+        return Response(serializers.objects_out([obj], timezone.now())[0])
+
+
+class ObjectPinView(_ObjectChangeView):
+    roles = {"POST": (ADMIN,)}
+    serializer_class = serializers.PinIn
+
+    def change(self, request, object_id, data):
+        return services.object_pin(client=request.auth, object_id=object_id, **data)
+
+
+class ObjectUnpinView(_ObjectChangeView):
+    roles = {"POST": (ADMIN,)}
+
+    def change(self, request, object_id, data):
+        return services.object_unpin(client=request.auth, object_id=object_id, **data)
+
+
+class ObjectTransitionView(_ObjectChangeView):
+    roles = {"POST": (ADMIN,)}
+    serializer_class = serializers.TransitionIn
+
+    def change(self, request, object_id, data):
+        return services.object_transition(client=request.auth, object_id=object_id, **data)
+
+
+class ObjectConditionView(_ObjectChangeView):
+    roles = {"POST": WRITERS}
+    serializer_class = serializers.ConditionIn
+
+    def change(self, request, object_id, data):
+        return services.object_condition(client=request.auth, object_id=object_id, **data)
+

@@ -1,0 +1,23 @@
+"""Row locks, taken once per write, in primary-key order (STYLE §4, SPEC §6).
+
+Ordering by pk means two sessions touching overlapping sets of objects acquire their locks in the
+same order and cannot deadlock. On SQLite ``select_for_update`` is a no-op; there the IMMEDIATE
+transaction mode (settings) serialises writers instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rms.models import MemoryObject
+
+
+def lock_objects(ids: Iterable) -> dict:
+    """Lock the objects with these ids and return them by id (missing ids are simply absent)."""
+    qs = (
+        MemoryObject.objects.select_related("namespace")
+        .filter(pk__in=sorted(set(ids), key=str))
+        .order_by("pk")
+        .select_for_update(of=("self",))
+    )
+    return {obj.pk: obj for obj in qs}

@@ -1,0 +1,219 @@
+"""Core models: namespaces, API clients, memory objects and the operation log (SPEC §1, §6).
+
+Models hold data and small derived properties only; every write goes through ``rms.services``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from rms import policy
+
+GENESIS_HASH = "0" * 64
+
+
+def _choices(values) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+class Namespace(models.Model):
+    """A tenant of memory objects with its own thresholds and ranking weights (SPEC §8–§12)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    ignore_threshold = models.PositiveIntegerField(default=5)
+    relevance_threshold = models.FloatField(default=0.2)
+    alert_thresholds = models.JSONField(default=dict, blank=True)
+    weights = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiClient(models.Model):
+    """An API caller: a Django user with a role, namespaces and a hashed token (API.md)."""
+
+    ROLE_CLIENT = "client"
+    ROLE_OPERATOR = "operator"
+    ROLE_ADMIN = "admin"
+    ROLES = (ROLE_CLIENT, ROLE_OPERATOR, ROLE_ADMIN)
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_client"
+    )
+    name = models.CharField(max_length=150, unique=True)
+    role = models.CharField(max_length=16, choices=_choices(ROLES))
+    # sha256 of the token: a leaked database does not leak usable credentials.
+    token_hash = models.CharField(max_length=64, unique=True)
+    namespaces = models.ManyToManyField(Namespace, blank=True, related_name="clients")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.role})"
+
+    @property
+    def sees_all_namespaces(self) -> bool:
+        return self.role in (self.ROLE_OPERATOR, self.ROLE_ADMIN)
+
+    def namespace_names(self) -> set[str] | None:
+        """Visible namespace names, or None for "all" (operators and admins)."""
+        if self.sees_all_namespaces:
+            return None
+        cached = getattr(self, "_ns_names", None)
+        if cached is None:
+            cached = set(self.namespaces.values_list("name", flat=True))
+            self._ns_names = cached
+        return cached
+
+    def can_see(self, namespace_name: str) -> bool:
+        names = self.namespace_names()
+        return names is None or namespace_name in names
+
+
+class MemoryObject(models.Model):
+    """A fact, preference or rule the agent may inject (SPEC §1).
+
+    ``head_hash`` and ``last_op_ts`` describe the object's operation chain: the hash of its latest
+    operation (so a truncated chain is detectable) and that operation's event time (so a chain's
+    time never goes backwards).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="memory_objects")
+    content = models.TextField()
+    domain_tags = models.JSONField(default=list, blank=True)
+    epistemic_type = models.CharField(max_length=16, choices=_choices(policy.EPISTEMIC_TYPES))
+    condition_state = models.CharField(
+        max_length=8, choices=_choices(policy.CONDITION_STATES), null=True, blank=True
+    )
+    decay_profile = models.CharField(max_length=10, choices=_choices(policy.DECAY_PROFILES))
+    confidence = models.FloatField()
+    salience_base = models.FloatField(default=policy.DEFAULT_SALIENCE_BASE)
+    reinforcement_boost = models.FloatField(default=0.0)
+    evidence_ids = models.JSONField(default=list, blank=True)
+    pinned = models.BooleanField(default=False)
+    created_by = models.CharField(max_length=200)
+    created_by_type = models.CharField(max_length=20, choices=_choices(policy.ACTOR_TYPES))
+    created_at = models.DateTimeField()
+    last_reinforced_at = models.DateTimeField(null=True, blank=True)
+    reinforcement_count = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    last_op_ts = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", "created_at", "id"], name="obj_ns_created"),
+            models.Index(fields=["namespace", "epistemic_type"], name="obj_ns_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.epistemic_type} {self.content[:60]}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.epistemic_type != policy.DEPRECATED
+
+    def to_state(self) -> policy.ObjectState:
+        return policy.ObjectState(
+            epistemic_type=self.epistemic_type,
+            decay_profile=self.decay_profile,
+            confidence=self.confidence,
+            salience_base=self.salience_base,
+            condition_state=self.condition_state,
+            reinforcement_boost=self.reinforcement_boost,
+            reinforcement_count=self.reinforcement_count,
+            last_reinforced_at=self.last_reinforced_at,
+            pinned=self.pinned,
+            evidence_ids=tuple(self.evidence_ids),
+        )
+
+    def apply_state(self, state: policy.ObjectState) -> None:
+        self.epistemic_type = state.epistemic_type
+        self.decay_profile = state.decay_profile
+        self.confidence = state.confidence
+        self.salience_base = state.salience_base
+        self.condition_state = state.condition_state
+        self.reinforcement_boost = state.reinforcement_boost
+        self.reinforcement_count = state.reinforcement_count
+        self.last_reinforced_at = state.last_reinforced_at
+        self.pinned = state.pinned
+        self.evidence_ids = list(state.evidence_ids)
+
+
+class SessionTally(models.Model):
+    """What an object has received within one session_id: the cap and 1/n counters (SPEC §3).
+
+    Read and written only while the object's row lock is held.
+    """
+
+    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="tallies")
+    session_id = models.CharField(max_length=200)
+    gamma_total = models.FloatField(default=0.0)
+    repeats = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["object", "session_id"], name="tally_object_session")
+        ]
+
+
+class Operation(models.Model):
+    """One row of the append-only, hash-chained operation log (SPEC §6).
+
+    ``seq`` comes from the database sequence (gaps allowed). ``state`` is the target's full state
+    after the operation, so "as of T" is one indexed read.
+    """
+
+    seq = models.BigAutoField(primary_key=True)
+    id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    ts = models.DateTimeField()
+    op_type = models.CharField(max_length=32)
+    target_type = models.CharField(max_length=32)
+    target_id = models.UUIDField()
+    namespace = models.CharField(max_length=100)
+    actor_id = models.CharField(max_length=200)
+    actor_type = models.CharField(max_length=20)
+    session_id = models.CharField(max_length=200, null=True, blank=True)
+    payload = models.JSONField()
+    policy_version = models.CharField(max_length=32, blank=True, default="")
+    state = models.JSONField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["target_id", "seq"], name="op_target_seq"),
+            models.Index(fields=["target_id", "ts", "seq"], name="op_target_ts"),
+            models.Index(fields=["namespace", "op_type", "ts"], name="op_ns_type_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.op_type} {self.target_id}"
+
+
+class IdempotencyRecord(models.Model):
+    """The stored answer to a keyed request, so a retry returns it and changes nothing (SPEC §7)."""
+
+    client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=32)
+    request_id = models.CharField(max_length=200)
+    body_hash = models.CharField(max_length=64)
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client", "scope", "request_id"], name="idem_client_scope_request"
+            )
+        ]

@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("api/v1/", include("rms.api.urls")),
+    path("api/v1/", include("feedback.api.urls")),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("dashboard.urls")),
+]
+
+handler404 = "rms.api.errors.handler404"
+handler500 = "rms.api.errors.handler500"

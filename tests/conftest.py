@@ -1,0 +1,67 @@
+"""Shared fixtures: the four personas (admin, operator, client, outsider) and object helpers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from tests.factories import make_client, make_namespace
+
+
+def services_required() -> bool:
+    """In CI (and whenever the URLs are set) PostgreSQL/Redis tests must run, never skip."""
+    return bool(os.environ.get("RMS_REQUIRE_SERVICES") or os.environ.get("DATABASE_URL"))
+
+
+@pytest.fixture
+def require_postgres():
+    if not settings.DATABASE_IS_POSTGRES:
+        if services_required():
+            pytest.fail("PostgreSQL is required here (DATABASE_URL is set) but not in use")
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+@pytest.fixture
+def namespace(db):
+    return make_namespace("support")
+
+
+@pytest.fixture
+def other_namespace(db):
+    return make_namespace("billing")
+
+
+def _api(client_row, token):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    api.row = client_row
+    return api
+
+
+@pytest.fixture
+def admin_api(namespace):
+    return _api(*make_client("admin-1", "admin"))
+
+
+@pytest.fixture
+def operator_api(namespace):
+    return _api(*make_client("operator-1", "operator"))
+
+
+@pytest.fixture
+def client_api(namespace):
+    return _api(*make_client("client-1", "client", [namespace.name]))
+
+
+@pytest.fixture
+def outsider_api(namespace, other_namespace):
+    """A client of another namespace: must never see ``support``."""
+    return _api(*make_client("outsider-1", "client", [other_namespace.name]))
+
+
+@pytest.fixture
+def anon_api():
+    return APIClient()
