@@ -59,6 +59,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "rms.middleware.RequestTooLargeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -118,8 +119,18 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "dashboard" / "static"] if (BASE_DIR / "dashboard" / "static").exists() else []
+STATIC_ROOT = Path(env.str("RMS_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+try:  # collectstatic fills it in production; WhiteNoise only needs it to exist
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Without collectstatic (tests, `make run`) WhiteNoise serves straight from the app folders.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -154,6 +165,8 @@ REST_FRAMEWORK = {
 }
 
 SPECTACULAR_SETTINGS = {
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES"},
     "TITLE": "RMS feedback service API",
     "DESCRIPTION": "Memory-object confidence, feedback sessions, operation log and quality metrics.",
     "VERSION": "1.0.0",
@@ -177,12 +190,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
 if CELERY_BROKER_IS_EMBEDDED:
     _queue_dir = VAR_DIR / "celery" / "queue"
     _processed_dir = VAR_DIR / "celery" / "processed"
-    for _d in (_queue_dir, _processed_dir):
+    _control_dir = VAR_DIR / "celery" / "control"
+    for _d in (_queue_dir, _processed_dir, _control_dir):
         _d.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        "control_folder": str(_control_dir),
         "store_processed": False,
     }
 # Task state lives in our own table (survives restarts, one source of truth): no result backend.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,7 +25,12 @@ def signal_answer(result, obj) -> dict:
 class ObjectSignalView(APIView):
     roles = {"POST": WRITERS}
 
-    @extend_schema(request=SignalIn)
+    @extend_schema(
+        request=SignalIn,
+        responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+        description="One signal: FEEDBACK_EVENT plus REINFORCE/PENALTY. With request_id, "
+        "a retry returns the first answer (200); a changed body is 409.",
+    )
     def post(self, request, object_id: str):
         object_uuid = parse_uuid(object_id)
         data = validated(SignalIn, request.data)

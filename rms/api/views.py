@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
@@ -68,6 +69,7 @@ class HealthView(APIView):
     permission_classes = [AllowAny]
     throttle_classes: list = []
 
+    @extend_schema(operation_id="health", responses={200: OpenApiTypes.OBJECT}, description="Liveness of the service, its database and its broker.")
     def get(self, request):
         database = "ok"
         try:
@@ -86,12 +88,13 @@ class HealthView(APIView):
 class NamespaceListView(APIView):
     roles = {"GET": ANY_ROLE, "POST": (ADMIN,)}
 
+    @extend_schema(operation_id="namespaces_list", responses={200: OpenApiTypes.OBJECT}, description="Namespaces visible to the caller, with their settings.")
     def get(self, request):
         names = request.auth.namespace_names()
         qs = Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
         return Response({"results": [serializers.namespace_out(ns) for ns in qs], "next": None})
 
-    @extend_schema(request=serializers.NamespaceIn)
+    @extend_schema(request=serializers.NamespaceIn, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
         data = validated(serializers.NamespaceIn, request.data)
         ns = services.namespace_create(**data)
@@ -101,6 +104,7 @@ class NamespaceListView(APIView):
 class NamespaceDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
+    @extend_schema(operation_id="namespaces_detail", responses={200: OpenApiTypes.OBJECT}, description="One namespace's settings.")
     def get(self, request, name: str):
         ns = Namespace.objects.filter(name=name).first()
         if ns is None or not request.auth.can_see(name):
@@ -111,6 +115,7 @@ class NamespaceDetailView(APIView):
 class ObjectListView(APIView):
     roles = {"GET": ANY_ROLE, "POST": WRITERS}
 
+    @extend_schema(operation_id="objects_list", responses={200: OpenApiTypes.OBJECT}, description="Objects visible to the caller, keyset-paginated by creation time.")
     def get(self, request):
         client = request.auth
         qs = MemoryObject.objects.select_related("namespace")
@@ -154,7 +159,8 @@ class ObjectListView(APIView):
             }
         )
 
-    @extend_schema(request=serializers.ObjectIn)
+    @extend_schema(request=serializers.ObjectIn, responses={201: OpenApiTypes.OBJECT},
+                   description="One object or a list of up to 1000; all are created or none.")
     def post(self, request):
         data = request.data
         many = isinstance(data, list)
@@ -180,6 +186,7 @@ class ObjectListView(APIView):
 class ObjectDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
+    @extend_schema(operation_id="objects_detail", responses={200: OpenApiTypes.OBJECT}, description="An object's state, `salience_effective` now, and its `aggregate`.")
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         return Response(serializers.objects_out([obj], timezone.now())[0])
@@ -188,6 +195,7 @@ class ObjectDetailView(APIView):
 class ObjectStateView(APIView):
     roles = {"GET": ANY_ROLE}
 
+    @extend_schema(operation_id="objects_state_as_of", responses={200: OpenApiTypes.OBJECT}, description="The object's state after the last operation with ts ≤ `as_of`.")
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         as_of = parse_time_param(request, "as_of", required=True)
@@ -204,6 +212,7 @@ class ObjectStateView(APIView):
 class ObjectOperationsView(APIView):
     roles = {"GET": ANY_ROLE}
 
+    @extend_schema(operation_id="objects_operations", responses={200: OpenApiTypes.OBJECT}, description="The object's operation chain, oldest first.")
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         size = pagination.page_size(request)
@@ -232,6 +241,7 @@ class _ObjectChangeView(APIView):
         raise NotImplementedError
 
     def post(self, request, object_id: str):
+        """Returns the object after the change; each change is one operation on its chain."""
         data = validated(self.serializer_class, request.data)
         obj = self.change(request, parse_uuid(object_id), data)
         return Response(serializers.objects_out([obj], timezone.now())[0])
@@ -241,12 +251,20 @@ class ObjectPinView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
     serializer_class = serializers.PinIn
 
+    @extend_schema(request=serializers.PinIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, object_id: str):
+        return super().post(request, object_id)
+
     def change(self, request, object_id, data):
         return services.object_pin(client=request.auth, object_id=object_id, **data)
 
 
 class ObjectUnpinView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
+
+    @extend_schema(request=serializers.ReasonIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, object_id: str):
+        return super().post(request, object_id)
 
     def change(self, request, object_id, data):
         return services.object_unpin(client=request.auth, object_id=object_id, **data)
@@ -256,6 +274,10 @@ class ObjectTransitionView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
     serializer_class = serializers.TransitionIn
 
+    @extend_schema(request=serializers.TransitionIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, object_id: str):
+        return super().post(request, object_id)
+
     def change(self, request, object_id, data):
         return services.object_transition(client=request.auth, object_id=object_id, **data)
 
@@ -263,6 +285,10 @@ class ObjectTransitionView(_ObjectChangeView):
 class ObjectConditionView(_ObjectChangeView):
     roles = {"POST": WRITERS}
     serializer_class = serializers.ConditionIn
+
+    @extend_schema(request=serializers.ConditionIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, object_id: str):
+        return super().post(request, object_id)
 
     def change(self, request, object_id, data):
         return services.object_condition(client=request.auth, object_id=object_id, **data)
