@@ -38,3 +38,6 @@ class FeedbackAggregate(models.Model):
             models.Index(fields=["namespace", "usage_ratio"], name="agg_ns_usage"),
             models.Index(fields=["namespace", "unused_streak"], name="agg_ns_streak"),
         ]
+
+    def __str__(self) -> str:
+        return f"aggregate of {self.object_id}"

@@ -7,5 +7,5 @@ class RmsConfig(AppConfig):
 
     def ready(self) -> None:
         # Bind @shared_task to our configured app in every process that runs Django.
-        from rms.celery import app  # noqa: F401
         import rms.api.schema  # noqa: F401  (registers OpenAPI extensions)
+        from rms.celery import app  # noqa: F401

@@ -88,7 +88,9 @@ class MemoryObject(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="memory_objects")
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.PROTECT, related_name="memory_objects"
+    )
     content = models.TextField()
     domain_tags = models.JSONField(default=list, blank=True)
     epistemic_type = models.CharField(max_length=16, choices=_choices(policy.EPISTEMIC_TYPES))
@@ -166,6 +168,9 @@ class SessionTally(models.Model):
             models.UniqueConstraint(fields=["object", "session_id"], name="tally_object_session")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.object_id} in {self.session_id}: {self.gamma_total}"
+
 
 class Operation(models.Model):
     """One row of the append-only, hash-chained operation log (SPEC §6).
@@ -217,3 +222,6 @@ class IdempotencyRecord(models.Model):
                 fields=["client", "scope", "request_id"], name="idem_client_scope_request"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.request_id}"

@@ -144,9 +144,7 @@ def object_created(obj: MemoryObject, *, ts: datetime, actor_id: str, actor_type
     )
 
 
-def signal_applied(
-    obj: MemoryObject, outcome: policy.Outcome, signal: policy.Signal
-) -> Operation:
+def signal_applied(obj: MemoryObject, outcome: policy.Outcome, signal: policy.Signal) -> Operation:
     """REINFORCE or PENALTY with the RFC payload (SPEC §6)."""
     return _object_op(
         obj,
@@ -160,9 +158,7 @@ def signal_applied(
     )
 
 
-def feedback_event(
-    obj: MemoryObject, *, signal: policy.Signal, payload: dict
-) -> Operation:
+def feedback_event(obj: MemoryObject, *, signal: policy.Signal, payload: dict) -> Operation:
     return _object_op(
         obj,
         "FEEDBACK_EVENT",

@@ -67,12 +67,12 @@ TRANSITIONS = {
 
 CONDITION_STATES = ("UNKNOWN", "TRUE", "FALSE", "EXPIRED")
 
-# --- SPEC §1: decay (FIXED), computed at read time, never written back -------------------------------
+# --- SPEC §1: decay (FIXED), computed at read time, never written back ----------------------------
 DECAY_RATES = {"PERMANENT": 0.0, "SLOW": 0.005, "MEDIUM": 0.020, "FAST": 0.070, "RAPID": 0.200}
 DECAY_PROFILES = tuple(DECAY_RATES)
 BOOST_DECAY_RATE = 0.10
 
-# --- SPEC §2: signals ------------------------------------------------------------------------------
+# --- SPEC §2: signals -----------------------------------------------------------------------------
 POSITIVE = "positive"
 NEGATIVE = "negative"
 NEUTRAL = "neutral"
@@ -115,7 +115,7 @@ DETECTION_METHODS: dict[str, tuple[str, float]] = {
 
 ACTOR_TYPES = ("HUMAN_USER", "AI_AGENT", "SYSTEM_PROCESS", "EXTERNAL_CONNECTOR")
 
-# --- SPEC §3/§4: constants of the update rules ---------------------------------------------------------
+# --- SPEC §3/§4: constants of the update rules ----------------------------------------------------
 CORRELATION_FACTOR = 0.4  # RFC-0008 §5 agent independence discount
 SESSION_CAP = 0.40  # Σ γ_eff per object per session_id
 CAP_EPSILON = 1e-9  # room below this counts as no room
@@ -196,7 +196,7 @@ class Outcome:
         return {EFFECT_REINFORCED: "REINFORCE", EFFECT_PENALIZED: "PENALTY"}.get(self.effect)
 
 
-# --- helpers ---------------------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------------------
 
 
 def ceiling_for(epistemic_type: str) -> float | None:
@@ -266,7 +266,7 @@ def rejection_reason(state: ObjectState) -> str | None:
     return None
 
 
-# --- SPEC §3: reinforcement --------------------------------------------------------------------------
+# --- SPEC §3: reinforcement -----------------------------------------------------------------------
 
 
 def reinforce(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcome:
@@ -349,7 +349,7 @@ def reinforce(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcom
     return Outcome(EFFECT_REINFORCED, new_state, new_tally, payload)
 
 
-# --- SPEC §4: penalty ------------------------------------------------------------------------------
+# --- SPEC §4: penalty -----------------------------------------------------------------------------
 
 
 def penalize(state: ObjectState, signal: Signal) -> Outcome:
@@ -398,7 +398,7 @@ def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Out
     return Outcome(EFFECT_UNUSED, state, tally, {"signal_type": signal.signal_type})
 
 
-# --- SPEC §1: pin, unpin, transitions, conditions ---------------------------------------------------
+# --- SPEC §1: pin, unpin, transitions, conditions -------------------------------------------------
 
 
 def pin_limit(epistemic_type: str) -> float:
@@ -451,13 +451,11 @@ def change_condition(state: ObjectState, condition_state: str) -> ObjectState:
     if state.epistemic_type == DEPRECATED:
         raise PolicyError("object_deprecated", "A DEPRECATED object's condition cannot change.")
     if state.epistemic_type != CONDITIONAL:
-        raise PolicyError(
-            "not_conditional", "condition_state applies only to CONDITIONAL objects."
-        )
+        raise PolicyError("not_conditional", "condition_state applies only to CONDITIONAL objects.")
     return replace(state, condition_state=condition_state)
 
 
-# --- SPEC §1: read-time decay ------------------------------------------------------------------------
+# --- SPEC §1: read-time decay ---------------------------------------------------------------------
 
 
 def salience_effective(state: ObjectState, created_at: datetime, now: datetime) -> float:

@@ -35,13 +35,16 @@ class Actor:
         return cls(actor_id or client.name, actor_type or DEFAULT_ACTOR_TYPE)
 
 
-# --- time (SPEC §6) --------------------------------------------------------------------------------
+# --- time (SPEC §6) -------------------------------------------------------------------------------
 
 
 def check_not_future(ts: datetime | None, field: str = "ts") -> None:
     if ts is not None and ts > timezone.now():
         raise DomainError(
-            "ts_in_future", "ts may not be in the future.", 400, {field: ["Must not be in the future."]}
+            "ts_in_future",
+            "ts may not be in the future.",
+            400,
+            {field: ["Must not be in the future."]},
         )
 
 
@@ -65,7 +68,7 @@ def resolve_ts(requested: datetime | None, latest: Iterable[datetime]) -> dateti
     return requested
 
 
-# --- namespaces ------------------------------------------------------------------------------------
+# --- namespaces -----------------------------------------------------------------------------------
 
 
 def namespace_create(
@@ -98,12 +101,14 @@ def namespace_for_write(client: ApiClient, name: str) -> Namespace:
         return Namespace.objects.get(name=name)
     except Namespace.DoesNotExist as exc:
         raise DomainError(
-            "unknown_namespace", f"Namespace {name!r} does not exist.", 400,
+            "unknown_namespace",
+            f"Namespace {name!r} does not exist.",
+            400,
             {"namespace": ["Unknown namespace."]},
         ) from exc
 
 
-# --- objects ---------------------------------------------------------------------------------------
+# --- objects --------------------------------------------------------------------------------------
 
 
 def object_create(*, client: ApiClient, items: list[dict]) -> list[MemoryObject]:
@@ -240,7 +245,11 @@ def object_pin(
 
 
 def object_unpin(
-    *, client: ApiClient, object_id, reason: str, actor: Actor | None = None,
+    *,
+    client: ApiClient,
+    object_id,
+    reason: str,
+    actor: Actor | None = None,
     ts: datetime | None = None,
 ) -> MemoryObject:
     """Unpin clamps confidence to min(0.97, type ceiling), logging before and after (SPEC §1)."""
@@ -256,7 +265,12 @@ def object_unpin(
 
 
 def object_transition(
-    *, client: ApiClient, object_id, to: str, reason: str, actor: Actor | None = None,
+    *,
+    client: ApiClient,
+    object_id,
+    to: str,
+    reason: str,
+    actor: Actor | None = None,
     ts: datetime | None = None,
 ) -> MemoryObject:
     """An EPISTEMIC_TRANSITION (admin); "deprecate" is the transition to DEPRECATED."""
@@ -272,7 +286,11 @@ def object_transition(
 
 
 def object_condition(
-    *, client: ApiClient, object_id, condition_state: str, actor: Actor | None = None,
+    *,
+    client: ApiClient,
+    object_id,
+    condition_state: str,
+    actor: Actor | None = None,
     ts: datetime | None = None,
 ) -> MemoryObject:
     """CONDITION_CHANGED on a CONDITIONAL object (409 on any other type, or DEPRECATED)."""
@@ -287,7 +305,7 @@ def object_condition(
     )
 
 
-# --- signals (SPEC §2–§5) ----------------------------------------------------------------------------
+# --- signals (SPEC §2–§5) -------------------------------------------------------------------------
 
 
 class TallyStore:

@@ -7,6 +7,7 @@ Celery's filesystem transport (a broker that needs no server). ``DATABASE_URL`` 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import environ
@@ -120,10 +121,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("RMS_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
-try:  # collectstatic fills it in production; WhiteNoise only needs it to exist
+# collectstatic fills it in production; WhiteNoise only needs it to exist.
+with contextlib.suppress(OSError):
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-except OSError:
-    pass
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
@@ -168,7 +168,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES"},
     "TITLE": "RMS feedback service API",
-    "DESCRIPTION": "Memory-object confidence, feedback sessions, operation log and quality metrics.",
+    "DESCRIPTION": "Memory confidence, feedback sessions, operation log and quality metrics.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -179,7 +179,9 @@ SPECTACULAR_SETTINGS = {
 # --- cache (throttling) -----------------------------------------------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -27,7 +27,9 @@ def make_client(name: str, role: str, namespaces: list[str] | None = None):
     """An ApiClient with a fresh token; returns (client, token)."""
     user = get_user_model().objects.create(username=name)
     token = new_token()
-    client = ApiClient.objects.create(user=user, name=name, role=role, token_hash=token_digest(token))
+    client = ApiClient.objects.create(
+        user=user, name=name, role=role, token_hash=token_digest(token)
+    )
     for ns in namespaces or []:
         client.namespaces.add(make_namespace(ns))
     return client, token

@@ -5,37 +5,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('rms', '0001_initial'),
+        ("rms", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FeedbackAggregate',
+            name="FeedbackAggregate",
             fields=[
-                ('object', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='aggregate', serialize=False, to='rms.memoryobject')),
-                ('total_injections', models.PositiveIntegerField(default=0)),
-                ('total_referenced', models.PositiveIntegerField(default=0)),
-                ('total_confirmed', models.PositiveIntegerField(default=0)),
-                ('total_task_completed', models.PositiveIntegerField(default=0)),
-                ('total_corrected', models.PositiveIntegerField(default=0)),
-                ('total_unused', models.PositiveIntegerField(default=0)),
-                ('usage_ratio', models.FloatField(blank=True, null=True)),
-                ('last_positive_signal', models.DateTimeField(blank=True, null=True)),
-                ('last_negative_signal', models.DateTimeField(blank=True, null=True)),
-                ('lifetime_gamma_applied', models.FloatField(default=0.0)),
-                ('lifetime_delta_applied', models.FloatField(default=0.0)),
-                ('unused_streak', models.PositiveIntegerField(default=0)),
-                ('utility', models.FloatField(default=0.5)),
-                ('uses', models.PositiveIntegerField(default=0)),
-                ('last_use_at', models.DateTimeField(blank=True, null=True)),
-                ('namespace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace')),
+                (
+                    "object",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="aggregate",
+                        serialize=False,
+                        to="rms.memoryobject",
+                    ),
+                ),
+                ("total_injections", models.PositiveIntegerField(default=0)),
+                ("total_referenced", models.PositiveIntegerField(default=0)),
+                ("total_confirmed", models.PositiveIntegerField(default=0)),
+                ("total_task_completed", models.PositiveIntegerField(default=0)),
+                ("total_corrected", models.PositiveIntegerField(default=0)),
+                ("total_unused", models.PositiveIntegerField(default=0)),
+                ("usage_ratio", models.FloatField(blank=True, null=True)),
+                ("last_positive_signal", models.DateTimeField(blank=True, null=True)),
+                ("last_negative_signal", models.DateTimeField(blank=True, null=True)),
+                ("lifetime_gamma_applied", models.FloatField(default=0.0)),
+                ("lifetime_delta_applied", models.FloatField(default=0.0)),
+                ("unused_streak", models.PositiveIntegerField(default=0)),
+                ("utility", models.FloatField(default=0.5)),
+                ("uses", models.PositiveIntegerField(default=0)),
+                ("last_use_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "namespace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="rms.namespace",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['namespace', 'usage_ratio'], name='agg_ns_usage'), models.Index(fields=['namespace', 'unused_streak'], name='agg_ns_streak')],
+                "indexes": [
+                    models.Index(fields=["namespace", "usage_ratio"], name="agg_ns_usage"),
+                    models.Index(fields=["namespace", "unused_streak"], name="agg_ns_streak"),
+                ],
             },
         ),
     ]

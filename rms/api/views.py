@@ -18,10 +18,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from rms import services
-from rms.health import broker_status
 from rms.api import pagination, serializers
 from rms.api.permissions import ADMIN, ANY_ROLE, WRITERS
 from rms.errors import Forbidden, NotFound
+from rms.health import broker_status
 from rms.models import MemoryObject, Namespace, Operation
 from rms.oplog import canonical_json
 
@@ -69,7 +69,11 @@ class HealthView(APIView):
     permission_classes = [AllowAny]
     throttle_classes: list = []
 
-    @extend_schema(operation_id="health", responses={200: OpenApiTypes.OBJECT}, description="Liveness of the service, its database and its broker.")
+    @extend_schema(
+        operation_id="health",
+        responses={200: OpenApiTypes.OBJECT},
+        description="Liveness of the service, its database and its broker.",
+    )
     def get(self, request):
         database = "ok"
         try:
@@ -88,7 +92,11 @@ class HealthView(APIView):
 class NamespaceListView(APIView):
     roles = {"GET": ANY_ROLE, "POST": (ADMIN,)}
 
-    @extend_schema(operation_id="namespaces_list", responses={200: OpenApiTypes.OBJECT}, description="Namespaces visible to the caller, with their settings.")
+    @extend_schema(
+        operation_id="namespaces_list",
+        responses={200: OpenApiTypes.OBJECT},
+        description="Namespaces visible to the caller, with their settings.",
+    )
     def get(self, request):
         names = request.auth.namespace_names()
         qs = Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
@@ -104,7 +112,11 @@ class NamespaceListView(APIView):
 class NamespaceDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="namespaces_detail", responses={200: OpenApiTypes.OBJECT}, description="One namespace's settings.")
+    @extend_schema(
+        operation_id="namespaces_detail",
+        responses={200: OpenApiTypes.OBJECT},
+        description="One namespace's settings.",
+    )
     def get(self, request, name: str):
         ns = Namespace.objects.filter(name=name).first()
         if ns is None or not request.auth.can_see(name):
@@ -115,7 +127,11 @@ class NamespaceDetailView(APIView):
 class ObjectListView(APIView):
     roles = {"GET": ANY_ROLE, "POST": WRITERS}
 
-    @extend_schema(operation_id="objects_list", responses={200: OpenApiTypes.OBJECT}, description="Objects visible to the caller, keyset-paginated by creation time.")
+    @extend_schema(
+        operation_id="objects_list",
+        responses={200: OpenApiTypes.OBJECT},
+        description="Objects visible to the caller, keyset-paginated by creation time.",
+    )
     def get(self, request):
         client = request.auth
         qs = MemoryObject.objects.select_related("namespace")
@@ -159,8 +175,11 @@ class ObjectListView(APIView):
             }
         )
 
-    @extend_schema(request=serializers.ObjectIn, responses={201: OpenApiTypes.OBJECT},
-                   description="One object or a list of up to 1000; all are created or none.")
+    @extend_schema(
+        request=serializers.ObjectIn,
+        responses={201: OpenApiTypes.OBJECT},
+        description="One object or a list of up to 1000; all are created or none.",
+    )
     def post(self, request):
         data = request.data
         many = isinstance(data, list)
@@ -186,7 +205,11 @@ class ObjectListView(APIView):
 class ObjectDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="objects_detail", responses={200: OpenApiTypes.OBJECT}, description="An object's state, `salience_effective` now, and its `aggregate`.")
+    @extend_schema(
+        operation_id="objects_detail",
+        responses={200: OpenApiTypes.OBJECT},
+        description="An object's state, `salience_effective` now, and its `aggregate`.",
+    )
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         return Response(serializers.objects_out([obj], timezone.now())[0])
@@ -195,7 +218,11 @@ class ObjectDetailView(APIView):
 class ObjectStateView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="objects_state_as_of", responses={200: OpenApiTypes.OBJECT}, description="The object's state after the last operation with ts ≤ `as_of`.")
+    @extend_schema(
+        operation_id="objects_state_as_of",
+        responses={200: OpenApiTypes.OBJECT},
+        description="The object's state after the last operation with ts ≤ `as_of`.",
+    )
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         as_of = parse_time_param(request, "as_of", required=True)
@@ -212,7 +239,11 @@ class ObjectStateView(APIView):
 class ObjectOperationsView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="objects_operations", responses={200: OpenApiTypes.OBJECT}, description="The object's operation chain, oldest first.")
+    @extend_schema(
+        operation_id="objects_operations",
+        responses={200: OpenApiTypes.OBJECT},
+        description="The object's operation chain, oldest first.",
+    )
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         size = pagination.page_size(request)
@@ -292,4 +323,3 @@ class ObjectConditionView(_ObjectChangeView):
 
     def change(self, request, object_id, data):
         return services.object_condition(client=request.auth, object_id=object_id, **data)
-

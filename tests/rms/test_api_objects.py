@@ -30,7 +30,7 @@ def nothing_written():
     return MemoryObject.objects.count() == 0 and Operation.objects.count() == 0
 
 
-# --- health, schema, auth ----------------------------------------------------------------------------
+# --- health, schema, auth -------------------------------------------------------------------------
 
 
 def test_health_is_public(anon_api):
@@ -70,22 +70,29 @@ def test_method_not_allowed(client_api):
     assert_error(client_api.delete("/api/v1/objects"), 405, "method_not_allowed")
 
 
-# --- namespaces ---------------------------------------------------------------------------------------
+# --- namespaces -----------------------------------------------------------------------------------
 
 
 def test_admin_creates_namespace_with_settings(admin_api):
     r = admin_api.post(
         "/api/v1/namespaces",
-        {"name": "travel", "ignore_threshold": 3, "alert_thresholds": {"mean_usage_ratio": 0.3},
-         "weights": {"similarity": 0.5, "hotness": 0.2, "utility": 0.3}},
+        {
+            "name": "travel",
+            "ignore_threshold": 3,
+            "alert_thresholds": {"mean_usage_ratio": 0.3},
+            "weights": {"similarity": 0.5, "hotness": 0.2, "utility": 0.3},
+        },
         format="json",
     )
     assert r.status_code == 201
     assert r.json()["ignore_threshold"] == 3
     assert r.json()["alert_thresholds"] == {"mean_usage_ratio": 0.3}
     assert admin_api.get("/api/v1/namespaces/travel").json()["weights"]["utility"] == 0.3
-    assert_error(admin_api.post("/api/v1/namespaces", {"name": "travel"}, format="json"), 409,
-                 "namespace_exists")
+    assert_error(
+        admin_api.post("/api/v1/namespaces", {"name": "travel"}, format="json"),
+        409,
+        "namespace_exists",
+    )
 
 
 @pytest.mark.parametrize(
@@ -101,7 +108,9 @@ def test_admin_creates_namespace_with_settings(admin_api):
     ],
 )
 def test_namespace_validation(admin_api, body, field):
-    assert_error(admin_api.post("/api/v1/namespaces", body, format="json"), 400, "validation_error", field)
+    assert_error(
+        admin_api.post("/api/v1/namespaces", body, format="json"), 400, "validation_error", field
+    )
     assert not Namespace.objects.filter(name="x").exists()
 
 
@@ -111,14 +120,20 @@ def test_only_admin_creates_namespaces(client_api, operator_api):
 
 
 def test_clients_see_only_their_namespaces(client_api, outsider_api, operator_api):
-    assert [n["name"] for n in client_api.get("/api/v1/namespaces").json()["results"]] == ["support"]
-    assert [n["name"] for n in outsider_api.get("/api/v1/namespaces").json()["results"]] == ["billing"]
+    assert [n["name"] for n in client_api.get("/api/v1/namespaces").json()["results"]] == [
+        "support"
+    ]
+    assert [n["name"] for n in outsider_api.get("/api/v1/namespaces").json()["results"]] == [
+        "billing"
+    ]
     assert {n["name"] for n in operator_api.get("/api/v1/namespaces").json()["results"]} == {
-        "support", "billing"}
+        "support",
+        "billing",
+    }
     assert_error(outsider_api.get("/api/v1/namespaces/support"), 404)
 
 
-# --- create -------------------------------------------------------------------------------------------
+# --- create ---------------------------------------------------------------------------------------
 
 
 def test_create_object_with_defaults(client_api):
@@ -126,7 +141,9 @@ def test_create_object_with_defaults(client_api):
     assert r.status_code == 201
     body = r.json()
     assert body["confidence"] == 0.75 and body["decay_profile"] == "MEDIUM"
-    assert body["salience_base"] == 0.5 and body["salience_effective"] == pytest.approx(0.5, abs=1e-6)
+    assert body["salience_base"] == 0.5 and body["salience_effective"] == pytest.approx(
+        0.5, abs=1e-6
+    )
     assert body["created_by"] == "client-1" and body["created_by_type"] == "SYSTEM_PROCESS"
     assert body["version"] == 1 and body["pinned"] is False and body["condition_state"] is None
     assert body["aggregate"]["total_injections"] == 0 and body["aggregate"]["usage_ratio"] is None
@@ -140,8 +157,15 @@ def test_create_with_client_id_actor_and_past_ts(client_api):
     ts = "2026-01-02T03:04:05.123456+00:00"
     r = client_api.post(
         "/api/v1/objects",
-        {**OBJ, "id": oid, "actor_id": "extractor-1", "actor_type": "AI_AGENT", "ts": ts,
-         "evidence_ids": ["doc-2", "doc-1", "doc-1"], "domain_tags": ["b", "a"]},
+        {
+            **OBJ,
+            "id": oid,
+            "actor_id": "extractor-1",
+            "actor_type": "AI_AGENT",
+            "ts": ts,
+            "evidence_ids": ["doc-2", "doc-1", "doc-1"],
+            "domain_tags": ["b", "a"],
+        },
         format="json",
     )
     assert r.status_code == 201
@@ -152,7 +176,9 @@ def test_create_with_client_id_actor_and_past_ts(client_api):
 
 
 def test_create_many(client_api):
-    r = client_api.post("/api/v1/objects", [OBJ, {**OBJ, "epistemic_type": "OBSERVED"}], format="json")
+    r = client_api.post(
+        "/api/v1/objects", [OBJ, {**OBJ, "epistemic_type": "OBSERVED"}], format="json"
+    )
     assert r.status_code == 201
     assert [o["confidence"] for o in r.json()] == [0.75, 0.9]
 
@@ -193,7 +219,9 @@ def test_create_above_1000_is_refused(client_api):
     ],
 )
 def test_create_validation_errors(client_api, patch, field):
-    assert_error(client_api.post("/api/v1/objects", {**OBJ, **patch}, format="json"), 400, field=field)
+    assert_error(
+        client_api.post("/api/v1/objects", {**OBJ, **patch}, format="json"), 400, field=field
+    )
     assert nothing_written()
 
 
@@ -224,19 +252,24 @@ def test_admin_may_create_above_type_ceiling(admin_api):
 def test_duplicate_id_is_409(client_api):
     oid = str(uuid.uuid4())
     assert client_api.post("/api/v1/objects", {**OBJ, "id": oid}, format="json").status_code == 201
-    assert_error(client_api.post("/api/v1/objects", {**OBJ, "id": oid}, format="json"), 409, "object_exists")
+    assert_error(
+        client_api.post("/api/v1/objects", {**OBJ, "id": oid}, format="json"), 409, "object_exists"
+    )
     assert Operation.objects.count() == 1
 
 
 def test_roles_and_namespaces_for_create(operator_api, outsider_api, admin_api):
     assert_error(operator_api.post("/api/v1/objects", OBJ, format="json"), 403)
     assert_error(outsider_api.post("/api/v1/objects", OBJ, format="json"), 403)
-    assert_error(admin_api.post("/api/v1/objects", {**OBJ, "namespace": "ghost"}, format="json"), 400,
-                 "unknown_namespace")
+    assert_error(
+        admin_api.post("/api/v1/objects", {**OBJ, "namespace": "ghost"}, format="json"),
+        400,
+        "unknown_namespace",
+    )
     assert nothing_written()
 
 
-# --- read ---------------------------------------------------------------------------------------------
+# --- read -----------------------------------------------------------------------------------------
 
 
 def test_detail_and_scope(client_api, outsider_api, operator_api):
@@ -251,8 +284,10 @@ def test_detail_and_scope(client_api, outsider_api, operator_api):
 def test_list_cursor_pagination_and_filters(client_api, outsider_api):
     created = client_api.post(
         "/api/v1/objects",
-        [{**OBJ, "content": f"fact {i}", "epistemic_type": "OBSERVED" if i % 2 else "ASSERTED"}
-         for i in range(25)],
+        [
+            {**OBJ, "content": f"fact {i}", "epistemic_type": "OBSERVED" if i % 2 else "ASSERTED"}
+            for i in range(25)
+        ],
         format="json",
     ).json()
     seen, url = [], "/api/v1/objects?page_size=10"
@@ -274,7 +309,9 @@ def test_list_cursor_pagination_and_filters(client_api, outsider_api):
 
 
 def test_list_query_count_is_bounded(client_api, django_assert_max_num_queries):
-    client_api.post("/api/v1/objects", [{**OBJ, "content": f"f{i}"} for i in range(30)], format="json")
+    client_api.post(
+        "/api/v1/objects", [{**OBJ, "content": f"f{i}"} for i in range(30)], format="json"
+    )
     with django_assert_max_num_queries(6):
         assert len(client_api.get("/api/v1/objects").json()["results"]) == 30
 
@@ -282,27 +319,41 @@ def test_list_query_count_is_bounded(client_api, django_assert_max_num_queries):
 def test_operations_are_the_chain_oldest_first(client_api, admin_api):
     oid = client_api.post("/api/v1/objects", OBJ, format="json").json()["id"]
     for _ in range(3):
-        client_api.post(f"/api/v1/objects/{oid}/signals",
-                        {"signal_type": "CONFIRMED", "session_id": "s"}, format="json")
+        client_api.post(
+            f"/api/v1/objects/{oid}/signals",
+            {"signal_type": "CONFIRMED", "session_id": "s"},
+            format="json",
+        )
     page = client_api.get(f"/api/v1/objects/{oid}/operations?page_size=4").json()
     ops = page["results"]
-    assert [o["op_type"] for o in ops] == ["OBJECT_CREATED", "FEEDBACK_EVENT", "REINFORCE", "FEEDBACK_EVENT"]
+    assert [o["op_type"] for o in ops] == [
+        "OBJECT_CREATED",
+        "FEEDBACK_EVENT",
+        "REINFORCE",
+        "FEEDBACK_EVENT",
+    ]
     assert ops[1]["prev_hash"] == ops[0]["hash"]
     rest = client_api.get(page["next"]).json()
     assert [o["op_type"] for o in rest["results"]] == ["REINFORCE", "FEEDBACK_EVENT", "REINFORCE"]
     assert rest["next"] is None
 
 
-# --- state as of ----------------------------------------------------------------------------------------
+# --- state as of ----------------------------------------------------------------------------------
 
 
 def test_state_as_of(client_api, admin_api):
     t0 = datetime(2026, 3, 1, tzinfo=UTC)
-    oid = client_api.post("/api/v1/objects", {**OBJ, "ts": t0.isoformat()}, format="json").json()["id"]
+    oid = client_api.post("/api/v1/objects", {**OBJ, "ts": t0.isoformat()}, format="json").json()[
+        "id"
+    ]
     for day in (1, 2):
         r = client_api.post(
             f"/api/v1/objects/{oid}/signals",
-            {"signal_type": "CONFIRMED", "session_id": f"s{day}", "ts": (t0 + timedelta(days=day)).isoformat()},
+            {
+                "signal_type": "CONFIRMED",
+                "session_id": f"s{day}",
+                "ts": (t0 + timedelta(days=day)).isoformat(),
+            },
             format="json",
         )
         assert r.status_code == 201
@@ -314,21 +365,29 @@ def test_state_as_of(client_api, admin_api):
     assert latest["confidence"] == client_api.get(f"/api/v1/objects/{oid}").json()["confidence"]
     assert latest["version"] == 5 and latest["reinforcement_count"] == 2
     assert_error(client_api.get(f"/api/v1/objects/{oid}/state"), 400, field="as_of")
-    assert_error(client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": "soon"}), 400, field="as_of")
+    assert_error(
+        client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": "soon"}), 400, field="as_of"
+    )
 
 
-# --- pin, unpin, transition, condition -----------------------------------------------------------------
+# --- pin, unpin, transition, condition ------------------------------------------------------------
 
 
 def test_pin_unpin_round_trip(client_api, admin_api):
-    oid = client_api.post("/api/v1/objects", {**OBJ, "epistemic_type": "OBSERVED"}, format="json").json()["id"]
-    r = admin_api.post(f"/api/v1/objects/{oid}/pin", {"confidence": 1.0, "reason": "verified"}, format="json")
+    oid = client_api.post(
+        "/api/v1/objects", {**OBJ, "epistemic_type": "OBSERVED"}, format="json"
+    ).json()["id"]
+    r = admin_api.post(
+        f"/api/v1/objects/{oid}/pin", {"confidence": 1.0, "reason": "verified"}, format="json"
+    )
     assert r.status_code == 200 and r.json()["pinned"] and r.json()["confidence"] == 1.0
     r = admin_api.post(f"/api/v1/objects/{oid}/unpin", {"reason": "stale"}, format="json")
     assert r.json()["pinned"] is False and r.json()["confidence"] == 0.97
     ops = list(Operation.objects.filter(target_id=oid).order_by("seq"))
     assert [o.op_type for o in ops][-2:] == ["PIN", "UNPIN"]
-    assert ops[-1].payload["confidence_before"] == 1.0 and ops[-1].payload["confidence_after"] == 0.97
+    assert (
+        ops[-1].payload["confidence_before"] == 1.0 and ops[-1].payload["confidence_after"] == 0.97
+    )
     assert ops[-1].payload["reason"] == "stale"
 
 
@@ -337,46 +396,108 @@ def test_pin_errors(client_api, admin_api, operator_api):
     url = f"/api/v1/objects/{oid}/pin"
     assert_error(client_api.post(url, {"reason": "x"}, format="json"), 403)
     assert_error(operator_api.post(url, {"reason": "x"}, format="json"), 403)
-    assert_error(admin_api.post(url, {"confidence": 0.95, "reason": "x"}, format="json"), 400, field="confidence")
+    assert_error(
+        admin_api.post(url, {"confidence": 0.95, "reason": "x"}, format="json"),
+        400,
+        field="confidence",
+    )
     assert_error(admin_api.post(url, {"confidence": 0.5}, format="json"), 400, field="reason")
-    assert_error(admin_api.post(f"/api/v1/objects/{oid}/unpin", {"reason": "x"}, format="json"), 409, "not_pinned")
+    assert_error(
+        admin_api.post(f"/api/v1/objects/{oid}/unpin", {"reason": "x"}, format="json"),
+        409,
+        "not_pinned",
+    )
     assert Operation.objects.filter(target_id=oid).count() == 1
 
 
 def test_transitions_and_deprecated_is_final(client_api, admin_api):
-    oid = client_api.post("/api/v1/objects", {**OBJ, "epistemic_type": "UNVERIFIED"}, format="json").json()["id"]
+    oid = client_api.post(
+        "/api/v1/objects", {**OBJ, "epistemic_type": "UNVERIFIED"}, format="json"
+    ).json()["id"]
     url = f"/api/v1/objects/{oid}/transition"
-    assert_error(admin_api.post(url, {"to": "OBSERVED", "reason": "x"}, format="json"), 409, "transition_not_allowed")
-    assert admin_api.post(url, {"to": "ASSERTED", "reason": "checked"}, format="json").json()["epistemic_type"] == "ASSERTED"
-    assert admin_api.post(url, {"to": "DEPRECATED", "reason": "wrong"}, format="json").json()["epistemic_type"] == "DEPRECATED"
-    assert_error(admin_api.post(url, {"to": "ASSERTED", "reason": "x"}, format="json"), 409, "object_deprecated")
-    assert_error(admin_api.post(f"/api/v1/objects/{oid}/pin", {"reason": "x"}, format="json"), 409, "object_deprecated")
+    assert_error(
+        admin_api.post(url, {"to": "OBSERVED", "reason": "x"}, format="json"),
+        409,
+        "transition_not_allowed",
+    )
+    assert (
+        admin_api.post(url, {"to": "ASSERTED", "reason": "checked"}, format="json").json()[
+            "epistemic_type"
+        ]
+        == "ASSERTED"
+    )
+    assert (
+        admin_api.post(url, {"to": "DEPRECATED", "reason": "wrong"}, format="json").json()[
+            "epistemic_type"
+        ]
+        == "DEPRECATED"
+    )
+    assert_error(
+        admin_api.post(url, {"to": "ASSERTED", "reason": "x"}, format="json"),
+        409,
+        "object_deprecated",
+    )
+    assert_error(
+        admin_api.post(f"/api/v1/objects/{oid}/pin", {"reason": "x"}, format="json"),
+        409,
+        "object_deprecated",
+    )
     assert_error(admin_api.post(url, {"to": "NOPE", "reason": "x"}, format="json"), 400, field="to")
     assert_error(client_api.post(url, {"to": "DEPRECATED", "reason": "x"}, format="json"), 403)
-    op = Operation.objects.filter(target_id=oid, op_type="EPISTEMIC_TRANSITION").order_by("seq").last()
+    op = (
+        Operation.objects.filter(target_id=oid, op_type="EPISTEMIC_TRANSITION")
+        .order_by("seq")
+        .last()
+    )
     assert op.payload["from"] == "ASSERTED" and op.payload["to"] == "DEPRECATED"
 
 
 def test_condition_gates_reinforcement(client_api):
-    oid = client_api.post("/api/v1/objects", {**OBJ, "epistemic_type": "CONDITIONAL"}, format="json").json()["id"]
+    oid = client_api.post(
+        "/api/v1/objects", {**OBJ, "epistemic_type": "CONDITIONAL"}, format="json"
+    ).json()["id"]
     sig = {"signal_type": "CONFIRMED", "session_id": "s"}
     r = client_api.post(f"/api/v1/objects/{oid}/signals", sig, format="json")
     assert r.status_code == 201 and r.json()["effect"] == "rejected"
     assert r.json()["object"]["confidence"] == 0.6
-    r = client_api.post(f"/api/v1/objects/{oid}/condition", {"condition_state": "TRUE"}, format="json")
+    r = client_api.post(
+        f"/api/v1/objects/{oid}/condition", {"condition_state": "TRUE"}, format="json"
+    )
     assert r.status_code == 200 and r.json()["condition_state"] == "TRUE"
     r = client_api.post(f"/api/v1/objects/{oid}/signals", sig, format="json")
-    assert r.json()["effect"] == "reinforced" and r.json()["object"]["confidence"] == pytest.approx(0.66, abs=1e-15)
-    assert_error(client_api.post(f"/api/v1/objects/{oid}/condition", {"condition_state": "MAYBE"}, format="json"), 400)
+    assert r.json()["effect"] == "reinforced" and r.json()["object"]["confidence"] == pytest.approx(
+        0.66, abs=1e-15
+    )
+    assert_error(
+        client_api.post(
+            f"/api/v1/objects/{oid}/condition", {"condition_state": "MAYBE"}, format="json"
+        ),
+        400,
+    )
     other = client_api.post("/api/v1/objects", OBJ, format="json").json()["id"]
-    assert_error(client_api.post(f"/api/v1/objects/{other}/condition", {"condition_state": "TRUE"}, format="json"),
-                 409, "not_conditional")
+    assert_error(
+        client_api.post(
+            f"/api/v1/objects/{other}/condition", {"condition_state": "TRUE"}, format="json"
+        ),
+        409,
+        "not_conditional",
+    )
 
 
 def test_foreign_namespace_writes_are_404(client_api, outsider_api):
     oid = client_api.post("/api/v1/objects", OBJ, format="json").json()["id"]
-    assert_error(outsider_api.post(f"/api/v1/objects/{oid}/signals",
-                                   {"signal_type": "CONFIRMED", "session_id": "s"}, format="json"), 404)
-    assert_error(outsider_api.post(f"/api/v1/objects/{oid}/condition",
-                                   {"condition_state": "TRUE"}, format="json"), 404)
+    assert_error(
+        outsider_api.post(
+            f"/api/v1/objects/{oid}/signals",
+            {"signal_type": "CONFIRMED", "session_id": "s"},
+            format="json",
+        ),
+        404,
+    )
+    assert_error(
+        outsider_api.post(
+            f"/api/v1/objects/{oid}/condition", {"condition_state": "TRUE"}, format="json"
+        ),
+        404,
+    )
     assert Operation.objects.filter(target_id=oid).count() == 1

@@ -17,8 +17,13 @@ def new_object(api, **kw) -> str:
 
 
 def signal(api, oid, **body):
-    body = {"signal_type": "CONFIRMED", "session_id": "s-1", "actor_id": "user-9",
-            "actor_type": "HUMAN_USER", **body}
+    body = {
+        "signal_type": "CONFIRMED",
+        "session_id": "s-1",
+        "actor_id": "user-9",
+        "actor_type": "HUMAN_USER",
+        **body,
+    }
     return api.post(f"/api/v1/objects/{oid}/signals", body, format="json")
 
 
@@ -29,12 +34,29 @@ def test_confirmed_reinforces_with_rfc_payload(client_api):
     op = r.json()["operation"]
     assert op["op_type"] == "REINFORCE" and op["policy_version"] == "confidence_v1"
     p = op["payload"]
-    for key in ("signal_type", "gamma", "gamma_effective", "correlation_discount_applied",
-                "confidence_before", "confidence_after", "salience_before", "salience_after",
-                "session_id", "session_gamma_total", "signal_source", "policy_version",
-                "detection_method", "reliability_class", "reliability_discount", "repeat_index",
-                "cap_applied", "ceiling_applied", "provenance_missing", "evidence_ids",
-                "gamma_before_cap"):
+    for key in (
+        "signal_type",
+        "gamma",
+        "gamma_effective",
+        "correlation_discount_applied",
+        "confidence_before",
+        "confidence_after",
+        "salience_before",
+        "salience_after",
+        "session_id",
+        "session_gamma_total",
+        "signal_source",
+        "policy_version",
+        "detection_method",
+        "reliability_class",
+        "reliability_discount",
+        "repeat_index",
+        "cap_applied",
+        "ceiling_applied",
+        "provenance_missing",
+        "evidence_ids",
+        "gamma_before_cap",
+    ):
         assert key in p, key
     assert p["confidence_after"] == pytest.approx(0.915, abs=1e-15)
     assert p["salience_after"] == 0.5375 and p["signal_source"] == "user-9"
@@ -58,7 +80,9 @@ def test_thousand_confirmed_never_exceed_097_through_the_api(client_api):
 def test_session_cap_through_the_api(client_api):
     oid = new_object(client_api, epistemic_type="INFERRED")
     effective = [
-        signal(client_api, oid, actor_id=f"user-{i}").json()["operation"]["payload"]["gamma_effective"]
+        signal(client_api, oid, actor_id=f"user-{i}").json()["operation"]["payload"][
+            "gamma_effective"
+        ]
         for i in range(4)
     ]
     assert effective[:2] == [0.15, 0.15]
@@ -71,7 +95,9 @@ def test_session_cap_through_the_api(client_api):
 
 def test_repeats_divided_by_n(client_api):
     oid = new_object(client_api)
-    gammas = [signal(client_api, oid).json()["operation"]["payload"]["gamma_effective"] for _ in range(3)]
+    gammas = [
+        signal(client_api, oid).json()["operation"]["payload"]["gamma_effective"] for _ in range(3)
+    ]
     assert gammas[0] == 0.15 and gammas[1] == 0.075 and gammas[2] == pytest.approx(0.05, abs=1e-15)
 
 
@@ -84,9 +110,13 @@ def test_repeats_divided_by_n(client_api):
         ([], [], "HUMAN_USER", 0.15),
     ],
 )
-def test_independence_discount_through_the_api(client_api, obj_evidence, sig_evidence, actor_type, gamma):
+def test_independence_discount_through_the_api(
+    client_api, obj_evidence, sig_evidence, actor_type, gamma
+):
     oid = new_object(client_api, evidence_ids=obj_evidence)
-    p = signal(client_api, oid, actor_type=actor_type, evidence_ids=sig_evidence).json()["operation"]["payload"]
+    p = signal(client_api, oid, actor_type=actor_type, evidence_ids=sig_evidence).json()[
+        "operation"
+    ]["payload"]
     assert p["gamma_effective"] == pytest.approx(gamma, abs=1e-15)
     assert p["provenance_missing"] is (actor_type == "AI_AGENT" and not sig_evidence)
 
@@ -102,8 +132,9 @@ def test_correlated_agent_pair_is_discounted(client_api):
 
 
 def test_corrected_floor_through_the_api(admin_api, client_api):
-    oid = admin_api.post("/api/v1/objects", {**OBJ, "epistemic_type": "ASSERTED", "confidence": 0.06},
-                         format="json").json()["id"]
+    oid = admin_api.post(
+        "/api/v1/objects", {**OBJ, "epistemic_type": "ASSERTED", "confidence": 0.06}, format="json"
+    ).json()["id"]
     r = signal(client_api, oid, signal_type="CORRECTED")
     p = r.json()["operation"]["payload"]
     assert r.json()["operation"]["op_type"] == "PENALTY"
@@ -127,13 +158,17 @@ def test_unused_records_and_changes_nothing(client_api):
     r = signal(client_api, oid, signal_type="UNUSED")
     assert r.status_code == 201 and r.json()["effect"] == "unused"
     assert r.json()["operation"]["op_type"] == "FEEDBACK_EVENT"
-    assert r.json()["object"]["confidence"] == 0.9 and r.json()["object"]["reinforcement_count"] == 0
+    assert (
+        r.json()["object"]["confidence"] == 0.9 and r.json()["object"]["reinforcement_count"] == 0
+    )
     assert r.json()["object"]["aggregate"]["total_unused"] == 1
 
 
 def test_deprecated_object_signal_is_rejected_not_an_error(client_api, admin_api):
     oid = new_object(client_api)
-    admin_api.post(f"/api/v1/objects/{oid}/transition", {"to": "DEPRECATED", "reason": "wrong"}, format="json")
+    admin_api.post(
+        f"/api/v1/objects/{oid}/transition", {"to": "DEPRECATED", "reason": "wrong"}, format="json"
+    )
     r = signal(client_api, oid)
     assert r.status_code == 201 and r.json()["effect"] == "rejected"
     assert "DEPRECATED" in r.json()["operation"]["payload"]["reason"]
@@ -148,7 +183,11 @@ def test_deprecated_object_signal_is_rejected_not_an_error(client_api, admin_api
     [
         ({"signal_type": "LOVED"}, "validation_error", "signal_type"),
         ({"signal_type": "IGNORED_REPEATEDLY"}, "system_only_signal", "signal_type"),
-        ({"detection_method": "injection_tracking"}, "system_only_detection_method", "detection_method"),
+        (
+            {"detection_method": "injection_tracking"},
+            "system_only_detection_method",
+            "detection_method",
+        ),
         ({"detection_method": "telepathy"}, "validation_error", "detection_method"),
         ({"actor_type": "ROBOT"}, "validation_error", "actor_type"),
         ({"session_id": ""}, "validation_error", "session_id"),

@@ -18,7 +18,9 @@ THREADS = 8
 PER_THREAD = 15
 
 
-def test_many_threads_signalling_one_object_end_at_the_sequential_fold(require_postgres, client_api):
+def test_many_threads_signalling_one_object_end_at_the_sequential_fold(
+    require_postgres, client_api
+):
     client = client_api.row
     obj = make_object(client, epistemic_type="INFERRED", confidence=0.3)
     errors: list[BaseException] = []
@@ -32,7 +34,11 @@ def test_many_threads_signalling_one_object_end_at_the_sequential_fold(require_p
                 feedback_services.signal_record(
                     client=client,
                     object_id=obj.pk,
-                    data={"signal_type": signal_type, "session_id": f"s-{n}-{i}", "actor_id": f"t{n}"},
+                    data={
+                        "signal_type": signal_type,
+                        "session_id": f"s-{n}-{i}",
+                        "actor_id": f"t{n}",
+                    },
                     body_hash="-",
                     render=lambda r, o: {},
                 )
@@ -55,5 +61,7 @@ def test_many_threads_signalling_one_object_end_at_the_sequential_fold(require_p
     # The row equals the sequential fold of its log in seq order, bit for bit.
     assert verify_object_replay(obj) == []
     assert verify_object_chain(obj) is None
-    assert obj.reinforcement_count == Operation.objects.filter(
-        target_id=obj.pk, op_type="REINFORCE").count()
+    assert (
+        obj.reinforcement_count
+        == Operation.objects.filter(target_id=obj.pk, op_type="REINFORCE").count()
+    )

@@ -35,25 +35,50 @@ def random_history(client, obj, rng: random.Random, start: datetime, steps: int)
         roll = rng.random()
         try:
             if roll < 0.05:
-                services.object_pin(client=client, object_id=obj.pk, reason="r", ts=ts,
-                                    confidence=rng.choice([None, 0.5]))
+                services.object_pin(
+                    client=client,
+                    object_id=obj.pk,
+                    reason="r",
+                    ts=ts,
+                    confidence=rng.choice([None, 0.5]),
+                )
             elif roll < 0.08:
                 services.object_unpin(client=client, object_id=obj.pk, reason="r", ts=ts)
             elif roll < 0.10:
-                services.object_transition(client=client, object_id=obj.pk, ts=ts,
-                                           to=rng.choice(["ASSERTED", "OBSERVED", "DEPRECATED"]), reason="r")
+                services.object_transition(
+                    client=client,
+                    object_id=obj.pk,
+                    ts=ts,
+                    to=rng.choice(["ASSERTED", "OBSERVED", "DEPRECATED"]),
+                    reason="r",
+                )
             elif roll < 0.13:
-                services.object_condition(client=client, object_id=obj.pk, ts=ts,
-                                          condition_state=rng.choice(policy.CONDITION_STATES))
+                services.object_condition(
+                    client=client,
+                    object_id=obj.pk,
+                    ts=ts,
+                    condition_state=rng.choice(policy.CONDITION_STATES),
+                )
             else:
-                send(client, obj, ts=ts,
-                     signal_type=rng.choice(POSITIVE * 3 + NEGATIVE + ["UNUSED"]),
-                     session_id=f"s-{rng.randint(0, 4)}",
-                     actor_id=f"a-{rng.randint(0, 2)}",
-                     actor_type=rng.choice(policy.ACTOR_TYPES),
-                     detection_method=rng.choice([None, "explicit_user", "response_analysis",
-                                                  "implicit_behavioural", "observation"]),
-                     evidence_ids=rng.sample(["d1", "d2", "d3"], rng.randint(0, 2)))
+                send(
+                    client,
+                    obj,
+                    ts=ts,
+                    signal_type=rng.choice(POSITIVE * 3 + NEGATIVE + ["UNUSED"]),
+                    session_id=f"s-{rng.randint(0, 4)}",
+                    actor_id=f"a-{rng.randint(0, 2)}",
+                    actor_type=rng.choice(policy.ACTOR_TYPES),
+                    detection_method=rng.choice(
+                        [
+                            None,
+                            "explicit_user",
+                            "response_analysis",
+                            "implicit_behavioural",
+                            "observation",
+                        ]
+                    ),
+                    evidence_ids=rng.sample(["d1", "d2", "d3"], rng.randint(0, 2)),
+                )
         except (DomainError, policy.PolicyError):
             pass  # a refused change (e.g. unpin while unpinned) writes nothing; the history goes on
 
@@ -93,8 +118,21 @@ def test_hash_is_sha256_of_prev_hash_and_canonical_row(client_api):
     obj = make_object(client_api.row)
     op = Operation.objects.get(target_id=obj.pk)
     row = row_for_hash(op)
-    assert set(row) == {"id", "ts", "op_type", "target_type", "target_id", "namespace", "actor_id",
-                        "actor_type", "session_id", "payload", "policy_version", "state", "prev_hash"}
+    assert set(row) == {
+        "id",
+        "ts",
+        "op_type",
+        "target_type",
+        "target_id",
+        "namespace",
+        "actor_id",
+        "actor_type",
+        "session_id",
+        "payload",
+        "policy_version",
+        "state",
+        "prev_hash",
+    }
     assert op.prev_hash == "0" * 64
     assert op.hash == hashlib.sha256((op.prev_hash + canonical_json(row)).encode()).hexdigest()
     assert row["ts"].endswith("+00:00") and len(row["ts"].split(".")[1]) == 6 + 6
@@ -111,7 +149,9 @@ def _chain(client):
 def test_changed_payload_is_detected(client_api):
     obj, ops = _chain(client_api.row)
     target = ops[4]
-    Operation.objects.filter(seq=target.seq).update(payload={**target.payload, "confidence_after": 0.99})
+    Operation.objects.filter(seq=target.seq).update(
+        payload={**target.payload, "confidence_after": 0.99}
+    )
     broken = verify_object_chain(obj)
     assert broken["seq"] == target.seq and "hash" in broken["reason"]
 
@@ -149,7 +189,9 @@ def test_event_time_never_goes_backwards_on_a_chain(client_api):
         send(client_api.row, obj, ts=datetime(2026, 2, 2, tzinfo=UTC))
     assert err.value.code == "ts_out_of_order" and err.value.status == 409
     send(client_api.row, obj)  # omitted ts: max(now, latest)
-    ts = list(Operation.objects.filter(target_id=obj.pk).order_by("seq").values_list("ts", flat=True))
+    ts = list(
+        Operation.objects.filter(target_id=obj.pk).order_by("seq").values_list("ts", flat=True)
+    )
     assert ts == sorted(ts)
 
 

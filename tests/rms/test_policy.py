@@ -25,8 +25,16 @@ def state(epistemic_type="OBSERVED", confidence=None, **kw) -> ObjectState:
     return ObjectState(**{**base.__dict__, **kw})
 
 
-def sig(signal_type="CONFIRMED", *, method=None, actor="user-1", actor_type="HUMAN_USER",
-        session="s-1", evidence=(), ts=T0) -> Signal:
+def sig(
+    signal_type="CONFIRMED",
+    *,
+    method=None,
+    actor="user-1",
+    actor_type="HUMAN_USER",
+    session="s-1",
+    evidence=(),
+    ts=T0,
+) -> Signal:
     return Signal(
         signal_type=signal_type,
         detection_method=policy.resolve_detection_method(signal_type, method),
@@ -39,7 +47,10 @@ def sig(signal_type="CONFIRMED", *, method=None, actor="user-1", actor_type="HUM
 
 
 def test_policy_module_imports_without_django():
-    code = "import sys; import rms.policy, rms.replay; print(any(m.startswith('django') for m in sys.modules))"
+    code = (
+        "import sys; import rms.policy, rms.replay;"
+        "print(any(m.startswith('django') for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -149,7 +160,9 @@ class TestReinforcement:
         assert out.payload["detection_method"] == "response_analysis"
         assert out.payload["reliability_class"] == "LOW"
         assert out.payload["gamma_effective"] == 0.04
-        behav = policy.reinforce(state(), sig("REFERENCED", method="implicit_behavioural"), SessionTally())
+        behav = policy.reinforce(
+            state(), sig("REFERENCED", method="implicit_behavioural"), SessionTally()
+        )
         assert behav.payload["gamma_effective"] == 0.02
 
     @pytest.mark.parametrize(
@@ -230,7 +243,9 @@ class TestPenalty:
         assert out.state.confidence == 0.06 * 0.8
 
     def test_discounted_penalty(self):
-        out = policy.penalize(state("ASSERTED"), sig("TASK_FAILED_WITH", method="implicit_behavioural"))
+        out = policy.penalize(
+            state("ASSERTED"), sig("TASK_FAILED_WITH", method="implicit_behavioural")
+        )
         assert out.payload["delta"] == 0.1 * 0.25
 
     def test_unused_changes_nothing(self):
@@ -301,12 +316,16 @@ class TestDecay:
         assert policy.salience_effective(state(decay_profile="PERMANENT"), T0, later) == 0.5
 
 
-# --- properties ------------------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------------------
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 types = st.sampled_from(["OBSERVED", "ASSERTED", "INFERRED", "HYPOTHETICAL", "UNVERIFIED"])
-positives = st.sampled_from(["REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH", "CORROBORATED_BY_EXTERNAL"])
-negatives = st.sampled_from(["CORRECTED", "CONTRADICTED_BY_OBSERVATION", "TASK_FAILED_WITH", "IGNORED_REPEATEDLY"])
+positives = st.sampled_from(
+    ["REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH", "CORROBORATED_BY_EXTERNAL"]
+)
+negatives = st.sampled_from(
+    ["CORRECTED", "CONTRADICTED_BY_OBSERVATION", "TASK_FAILED_WITH", "IGNORED_REPEATEDLY"]
+)
 methods = st.sampled_from(sorted(policy.DETECTION_METHODS))
 actor_types = st.sampled_from(policy.ACTOR_TYPES)
 gamma_totals = st.floats(min_value=0.0, max_value=0.6, allow_nan=False)

@@ -17,7 +17,9 @@ from rms.models import ApiClient, Namespace
 def settings_import(env: dict) -> subprocess.CompletedProcess:
     code = "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='rms.settings'; django.setup()"
     full = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY")}
-    return subprocess.run([sys.executable, "-c", code], env={**full, **env}, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", code], env={**full, **env}, capture_output=True, text=True
+    )
 
 
 def test_bad_boolean_is_improperly_configured():
@@ -28,7 +30,12 @@ def test_bad_boolean_is_improperly_configured():
 def test_production_requires_a_secret():
     out = settings_import({"DEBUG": "false", "RMS_REQUIRE_SECRET": "1"})
     assert out.returncode != 0 and "SECRET_KEY" in out.stderr
-    assert settings_import({"DEBUG": "false", "RMS_REQUIRE_SECRET": "1", "SECRET_KEY": "s" * 50}).returncode == 0
+    assert (
+        settings_import(
+            {"DEBUG": "false", "RMS_REQUIRE_SECRET": "1", "SECRET_KEY": "s" * 50}
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.django_db
@@ -50,6 +57,8 @@ def test_create_api_client_prints_token_last_and_rotates():
 
 @pytest.mark.django_db
 def test_create_api_client_with_password_can_log_in(client):
-    call_command("create_api_client", "ada", "--role", "admin", "--password", "pw-12345", stdout=StringIO())
+    call_command(
+        "create_api_client", "ada", "--role", "admin", "--password", "pw-12345", stdout=StringIO()
+    )
     assert client.login(username="ada", password="pw-12345")
     assert client.get("/").status_code == 200

@@ -41,5 +41,7 @@ class Command(BaseCommand):
             ns, _ = Namespace.objects.get_or_create(name=ns_name)
             client.namespaces.add(ns)
         verb = "Created" if created else "Rotated"
-        self.stdout.write(f"{verb} {role} client {name!r}; namespaces: {', '.join(namespaces) or '-'}")
+        self.stdout.write(
+            f"{verb} {role} client {name!r}; namespaces: {', '.join(namespaces) or '-'}"
+        )
         self.stdout.write(token)

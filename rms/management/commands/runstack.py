@@ -41,31 +41,71 @@ class Command(BaseCommand):
         for name, role in DEMO_USERS:
             if not ApiClient.objects.filter(name=name).exists():
                 out = StringIO()
-                call_command("create_api_client", name, "--role", role, "--password", password,
-                             stdout=out)
+                call_command(
+                    "create_api_client", name, "--role", role, "--password", password, stdout=out
+                )
                 tokens[name] = out.getvalue().strip().splitlines()[-1]
 
         py = sys.executable
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         commands = {
-            "web": [py, "-m", "gunicorn", "rms.wsgi:application", "-b", f"{host}:{port}",
-                    "-w", "2", "-k", "gthread", "--threads", "4", "--access-logfile", "-"],
-            "worker": [py, "-m", "celery", "-A", "rms", "worker", "-l", "info",
-                       "--concurrency", "2", "-n", "rms-worker@%h"],
-            "beat": [py, "-m", "celery", "-A", "rms", "beat", "-l", "info",
-                     "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
+            "web": [
+                py,
+                "-m",
+                "gunicorn",
+                "rms.wsgi:application",
+                "-b",
+                f"{host}:{port}",
+                "-w",
+                "2",
+                "-k",
+                "gthread",
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+            ],
+            "worker": [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "rms",
+                "worker",
+                "-l",
+                "info",
+                "--concurrency",
+                "2",
+                "-n",
+                "rms-worker@%h",
+            ],
+            "beat": [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "rms",
+                "beat",
+                "-l",
+                "info",
+                "--schedule",
+                settings.CELERY_BEAT_SCHEDULE_FILENAME,
+            ],
         }
         procs = {name: subprocess.Popen(cmd, env=env) for name, cmd in commands.items()}
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         broker = "filesystem (embedded)" if settings.CELERY_BROKER_IS_EMBEDDED else "redis"
         time.sleep(1.5)
-        self.stdout.write(self.style.SUCCESS(
-            f"\nRMS feedback is running: http://{host}:{port}/\n"
-            f"  login: admin / {password} (admin), operator / {password} (operator)\n"
-            f"  API:   http://{host}:{port}/api/v1/docs   database: {database}   broker: {broker}\n"
-            + "".join(f"  API token for {n}: {t}\n" for n, t in tokens.items())
-            + "Press Ctrl-C to stop web, worker and beat.\n"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nRMS feedback is running: http://{host}:{port}/\n"
+                f"  login: admin / {password} (admin), operator / {password} (operator)\n"
+                f"  API:   http://{host}:{port}/api/v1/docs\n"
+                f"  database: {database}   broker: {broker}\n"
+                + "".join(f"  API token for {n}: {t}\n" for n, t in tokens.items())
+                + "Press Ctrl-C to stop web, worker and beat.\n"
+            )
+        )
 
         stopping = False
 

@@ -45,7 +45,15 @@ SUBJECTS = {
         ("backups", "are kept for 35 days", ["backup", "policy"]),
     ],
 }
-TYPES = ["OBSERVED", "ASSERTED", "ASSERTED", "INFERRED", "HYPOTHETICAL", "CONDITIONAL", "UNVERIFIED"]
+TYPES = [
+    "OBSERVED",
+    "ASSERTED",
+    "ASSERTED",
+    "INFERRED",
+    "HYPOTHETICAL",
+    "CONDITIONAL",
+    "UNVERIFIED",
+]
 QUALITY = {"support": 0.7, "travel": 0.45, "devops": 0.2}  # share of objects that get used
 
 
@@ -68,40 +76,55 @@ class Command(BaseCommand):
             for i in range(objects):
                 who, what, tags = subjects[i % len(subjects)]
                 etype = rng.choice(TYPES)
-                items.append({
-                    "namespace": ns_name,
-                    "content": f"{who[0].upper()}{who[1:]} {what}" + (f" (note {i})" if i >= len(subjects) else ""),
-                    "domain_tags": tags,
-                    "epistemic_type": etype,
-                    "evidence_ids": [f"doc-{rng.randint(1, 400)}"],
-                    "actor_id": "extractor-1",
-                    "actor_type": "AI_AGENT",
-                    "ts": start + timedelta(minutes=i),
-                })
+                items.append(
+                    {
+                        "namespace": ns_name,
+                        "content": f"{who[0].upper()}{who[1:]} {what}"
+                        + (f" (note {i})" if i >= len(subjects) else ""),
+                        "domain_tags": tags,
+                        "epistemic_type": etype,
+                        "evidence_ids": [f"doc-{rng.randint(1, 400)}"],
+                        "actor_id": "extractor-1",
+                        "actor_type": "AI_AGENT",
+                        "ts": start + timedelta(minutes=i),
+                    }
+                )
             created = services.object_create(client=client, items=items)
             useful = {o.pk for o in created if rng.random() < QUALITY[ns_name]}
-            times = sorted(start + timedelta(hours=2) + timedelta(seconds=rng.uniform(0, 29 * 86400))
-                           for _ in range(signals))
+            times = sorted(
+                start + timedelta(hours=2) + timedelta(seconds=rng.uniform(0, 29 * 86400))
+                for _ in range(signals)
+            )
             for n, ts in enumerate(times):
                 obj = rng.choice(created)
                 if obj.epistemic_type == "CONDITIONAL" and rng.random() < 0.1:
-                    services.object_condition(client=client, object_id=obj.pk, ts=ts,
-                                              condition_state=rng.choice(["TRUE", "FALSE"]))
+                    services.object_condition(
+                        client=client,
+                        object_id=obj.pk,
+                        ts=ts,
+                        condition_state=rng.choice(["TRUE", "FALSE"]),
+                    )
                     continue
                 if obj.pk in useful:
-                    kind = rng.choices(["REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH", "UNUSED",
-                                        "CORRECTED"], [45, 20, 15, 15, 5])[0]
+                    kind = rng.choices(
+                        ["REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH", "UNUSED", "CORRECTED"],
+                        [45, 20, 15, 15, 5],
+                    )[0]
                 else:
-                    kind = rng.choices(["UNUSED", "CORRECTED", "REFERENCED", "TASK_FAILED_WITH"],
-                                       [70, 12, 10, 8])[0]
+                    kind = rng.choices(
+                        ["UNUSED", "CORRECTED", "REFERENCED", "TASK_FAILED_WITH"], [70, 12, 10, 8]
+                    )[0]
                 with transaction.atomic():
                     feedback_services.signal_record(
                         client=client,
                         object_id=obj.pk,
-                        data={"signal_type": kind, "session_id": f"conv-{n // 4}",
-                              "actor_id": rng.choice(["analyser", "user-1", "user-2"]),
-                              "actor_type": "HUMAN_USER" if kind == "CONFIRMED" else "SYSTEM_PROCESS",
-                              "ts": ts},
+                        data={
+                            "signal_type": kind,
+                            "session_id": f"conv-{n // 4}",
+                            "actor_id": rng.choice(["analyser", "user-1", "user-2"]),
+                            "actor_type": "HUMAN_USER" if kind == "CONFIRMED" else "SYSTEM_PROCESS",
+                            "ts": ts,
+                        },
                         body_hash="-",
                         render=lambda r, o: {},
                     )
@@ -114,7 +137,8 @@ class Command(BaseCommand):
 
         user, _ = get_user_model().objects.get_or_create(username=name)
         client, _ = ApiClient.objects.get_or_create(
-            user=user, defaults={"name": name, "role": "client", "token_hash": token_digest(new_token())}
+            user=user,
+            defaults={"name": name, "role": "client", "token_hash": token_digest(new_token())},
         )
         client.namespaces.add(ns)
         return client

@@ -1,0 +1,232 @@
+"""Benchmark of the response analyser (feedback/detection.py) on the hand-labelled reference set.
+
+Prints precision, recall and F1 of REFERENCED, the confusion matrix, per-kind accuracy, a
+threshold sweep, a 2-fold cross-check of the threshold, a long-response stress test and the time
+to analyse a ~2,000-word response against 20 objects.
+
+    .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from feedback.detection import (  # noqa: E402
+    DEFAULT_SCORER,
+    REFERENCE_SET,
+    REFERENCED,
+    DetectionInput,
+    analyse,
+    clear_caches,
+)
+
+
+def load_rows(path: Path = REFERENCE_SET) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def score_rows(rows: list[dict]) -> list[float]:
+    """One analyser score per row (the row's memory against the row's response)."""
+    out = []
+    for row in rows:
+        (det,) = analyse(row["response"], [DetectionInput(row["id"], row["memory"])])
+        out.append(det.score)
+    return out
+
+
+def counts(rows: list[dict], scores: list[float], threshold: float) -> dict[str, int]:
+    c = Counter()
+    for row, score in zip(rows, scores, strict=True):
+        predicted = score >= threshold
+        actual = row["label"] == REFERENCED
+        c[("t" if predicted == actual else "f") + ("p" if predicted else "n")] += 1
+    return {k: c[k] for k in ("tp", "fp", "fn", "tn")}
+
+
+def prf(c: dict[str, int]) -> tuple[float, float, float]:
+    p = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 0.0
+    r = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 0.0
+    f1 = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f1
+
+
+def f_beta(p: float, r: float, beta: float) -> float:
+    b2 = beta * beta
+    return (1 + b2) * p * r / (b2 * p + r) if p + r else 0.0
+
+
+def best_threshold(rows: list[dict], scores: list[float]) -> float:
+    """Highest F0.5 on these rows among thresholds 0.05..0.95 (ties: the higher threshold).
+
+    F0.5 weighs precision twice as much as recall, the analyser's design goal: its signal is
+    LOW reliability (SPEC.md §2), so a false REFERENCED costs more than a missed one.
+    """
+    grid = [round(0.05 * i, 2) for i in range(1, 20)]
+
+    def key(t: float) -> tuple[float, float]:
+        p, r, _ = prf(counts(rows, scores, t))
+        return f_beta(p, r, 0.5), t
+
+    return max(grid, key=key)
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 72 - len(title)))
+
+
+def report_quality(rows: list[dict], threshold: float, seed: int) -> None:
+    scores = score_rows(rows)
+    labels = Counter(r["label"] for r in rows)
+    kinds = Counter((r["kind"], r["label"]) for r in rows)
+    section("Reference set")
+    print(f"{len(rows)} pairs from {REFERENCE_SET.relative_to(ROOT)}: {dict(labels)}")
+    for (kind, label), n in sorted(kinds.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"  {label:10} {kind:20} {n:4}")
+
+    section(f"Precision / recall of REFERENCED at threshold {threshold:.2f}")
+    c = counts(rows, scores, threshold)
+    p, r, f1 = prf(c)
+    print(
+        f"precision {p:.3f}   recall {r:.3f}   F1 {f1:.3f}   accuracy "
+        f"{(c['tp'] + c['tn']) / len(rows):.3f}"
+    )
+    print("\nconfusion matrix (rows: label, columns: prediction)")
+    print(f"{'':14}{'REFERENCED':>12}{'UNUSED':>10}")
+    print(f"{'REFERENCED':14}{c['tp']:>12}{c['fn']:>10}")
+    print(f"{'UNUSED':14}{c['fp']:>12}{c['tn']:>10}")
+
+    section("Accuracy per kind")
+    by_kind: dict[str, list[bool]] = {}
+    for row, score in zip(rows, scores, strict=True):
+        ok = (score >= threshold) == (row["label"] == REFERENCED)
+        by_kind.setdefault(row["kind"], []).append(ok)
+    for kind in sorted(by_kind, key=lambda k: (-sum(by_kind[k]) / len(by_kind[k]), k)):
+        oks = by_kind[kind]
+        label = next(r["label"] for r in rows if r["kind"] == kind)
+        print(f"  {kind:20} {label:10} {sum(oks):3}/{len(oks):<3} {sum(oks) / len(oks):.2f}")
+
+    section("Threshold sweep")
+    print(f"{'threshold':>9} {'precision':>9} {'recall':>7} {'F1':>6} {'tp':>4} {'fp':>4}")
+    for t in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+        ct = counts(rows, scores, t)
+        pt, rt, ft = prf(ct)
+        mark = "  <- default" if abs(t - threshold) < 1e-9 else ""
+        print(f"{t:>9.2f} {pt:>9.3f} {rt:>7.3f} {ft:>6.3f} {ct['tp']:>4} {ct['fp']:>4}{mark}")
+
+    section("2-fold check: threshold picked (max F0.5) on one half, measured on the other")
+    memories = sorted({r["memory"] for r in rows})
+    random.Random(seed).shuffle(memories)
+    fold_of = {m: i % 2 for i, m in enumerate(memories)}  # both rows of a memory stay together
+    for train in (0, 1):
+        tr = [i for i, r in enumerate(rows) if fold_of[r["memory"]] == train]
+        te = [i for i, r in enumerate(rows) if fold_of[r["memory"]] != train]
+        t = best_threshold([rows[i] for i in tr], [scores[i] for i in tr])
+        pt, rt, ft = prf(counts([rows[i] for i in te], [scores[i] for i in te], t))
+        print(
+            f"fold {train} -> {1 - train}: threshold {t:.2f}, held-out precision {pt:.3f} "
+            f"recall {rt:.3f} F1 {ft:.3f} (n={len(te)})"
+        )
+
+    section("Long responses: each response buried among n unrelated ones")
+    rng = random.Random(seed)
+    for n in (5, 20, 100):
+        long_rows, long_scores, words = [], [], []
+        for row in rows:
+            others = [o["response"] for o in rows if o["memory"] != row["memory"]]
+            filler = rng.sample(others, n)
+            at = rng.randrange(n + 1)
+            text = " ".join([*filler[:at], row["response"], *filler[at:]])
+            words.append(len(text.split()))
+            (det,) = analyse(text, [DetectionInput(row["id"], row["memory"])])
+            long_rows.append(row)
+            long_scores.append(det.score)
+        cn = counts(long_rows, long_scores, threshold)
+        pn, rn, fn_ = prf(cn)
+        print(
+            f"n={n:2} (~{statistics.median(words):.0f} words): precision {pn:.3f} "
+            f"recall {rn:.3f} F1 {fn_:.3f} (fp {cn['fp']}, fn {cn['fn']})"
+        )
+
+
+def long_response(rows: list[dict], min_words: int = 2000) -> str:
+    parts, words, i = [], 0, 0
+    while words < min_words:
+        text = rows[(i * 7) % len(rows)]["response"]
+        parts.append(text)
+        words += len(text.split())
+        i += 1
+    return " ".join(parts)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    k = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+def report_timing(rows: list[dict], runs: int) -> None:
+    text = long_response(rows)
+    memories = list(dict.fromkeys(r["memory"] for r in rows))
+    objects = [DetectionInput(f"obj-{j}", memories[(j * 11) % len(memories)]) for j in range(20)]
+    section("Timing: one response against 20 objects")
+    print(
+        f"response: {len(text.split())} words, {len(text)} characters "
+        f"(~{len(text) // 4} tokens at 4 characters per token)"
+    )
+
+    def run(cold: bool) -> list[float]:
+        times = []
+        for _ in range(runs):
+            if cold:
+                clear_caches()
+            t0 = time.perf_counter()
+            analyse(text, objects)
+            times.append((time.perf_counter() - t0) * 1000)
+        return sorted(times)
+
+    clear_caches()
+    t0 = time.perf_counter()
+    analyse(text, objects)
+    first = (time.perf_counter() - t0) * 1000
+    for label, cold in (("warm word cache", False), ("caches cleared before each run", True)):
+        times = run(cold)
+        print(
+            f"{label:32} median {statistics.median(times):6.2f} ms   "
+            f"p95 {percentile(times, 0.95):6.2f} ms   max {times[-1]:6.2f} ms   ({runs} runs)"
+        )
+    print(f"{'first call after import':32} {first:6.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--threshold", type=float, default=DEFAULT_SCORER.threshold)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    print(
+        f"detection benchmark, {today}, Python {platform.python_version()}"
+        f" on {platform.platform()}, {os.cpu_count()} CPUs"
+    )
+    print(f"scorer: {DEFAULT_SCORER}")
+    rows = load_rows()
+    report_quality(rows, args.threshold, args.seed)
+    report_timing(rows, args.runs)
+
+
+if __name__ == "__main__":
+    main()

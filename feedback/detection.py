@@ -1,0 +1,841 @@
+"""Response analysis: did a model's response use the memory objects that were injected?
+
+For each injected object the analyser answers REFERENCED or UNUSED, with a score in [0, 1] and a
+short reason. SPEC.md §2 classes this detection method (`response_analysis`) as LOW reliability and
+halves the weight of what it reports; RFC-0009 §4 calls it best-effort. The method here is
+therefore tuned for precision: a REFERENCED it reports should usually be a real use, and a missed
+paraphrase only costs a small γ that a stronger signal can still provide.
+
+Pure module: stdlib only, no Django import, deterministic (no randomness, no dict-order
+dependence in the result). docs/DETECTION.md describes the method, its weights and threshold and
+the measured precision/recall on feedback/data/detection_reference.jsonl.
+
+The default scorer is lexical (`LexicalScorer`); any object with a `threshold` and a
+`score(content, response) -> (score, reason)` method can be plugged in instead (`Scorer`), e.g. an
+embedding model where one is installed. A scorer that also has `score_many(contents, response)`
+is called once per response, so it can prepare the response a single time.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
+
+REFERENCED: Literal["REFERENCED"] = "REFERENCED"
+UNUSED: Literal["UNUSED"] = "UNUSED"
+SignalType = Literal["REFERENCED", "UNUSED"]
+
+
+# --------------------------------------------------------------------------------------------
+# Public types
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetectionInput:
+    """One injected memory object: its id and its text."""
+
+    object_id: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The analyser's verdict for one injected object."""
+
+    object_id: str
+    signal_type: SignalType
+    score: float
+    reason: str
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores how strongly `response` uses `content`; REFERENCED when score >= threshold."""
+
+    threshold: float
+
+    def score(self, content: str, response: str) -> tuple[float, str]: ...
+
+
+@runtime_checkable
+class BatchScorer(Scorer, Protocol):
+    """A scorer that can score many contents against one response, preparing it once."""
+
+    def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]: ...
+
+
+def _words(text: str) -> frozenset[str]:
+    """A word list written as whitespace-separated text."""
+    return frozenset(text.split())
+
+
+# --------------------------------------------------------------------------------------------
+# Lexicon: small, general-purpose English lists, not derived from the reference set.
+# --------------------------------------------------------------------------------------------
+
+_STOP_WORDS = _words(
+    """
+    a an the and or but if then else than as at by for with without from to of in on off into onto
+    out over under up down about above below across after afterwards before behind between beyond
+    during through throughout until till upon via per within against among around along toward
+    towards i me my mine myself we us our ours ourselves you your yours yourself yourselves he him
+    his himself she her hers herself it its itself they them their theirs themselves one ones
+    this that these those there here what which who whom whose when where why how whether
+    am is are was were be been being have has had having do does did doing done can could will
+    would shall should may might must ought let lets
+    not no nor never none neither nothing nobody
+    all any both each either every few more most much many other others some such only own same
+    so too very just also still already yet even ever again once further rather instead quite
+    really actually perhaps maybe probably usually often sometimes always almost enough
+    about around roughly approximately etc e.g eg ie vs
+    since because therefore thus hence however although though while whereas unless
+    please ok okay yes well sure thanks thank hi hello
+    s t d ll m re ve don doesn didn isn aren wasn weren hasn haven hadn won wouldn shouldn couldn
+    mr mrs ms dr st
+    """
+)
+
+# Words that occur in almost every memory or answer ("User prefers...", "you want to use...").
+# They still count, at a low weight, but never make a match on their own.
+_GENERIC_WORDS = _words(
+    """
+    user users customer customers client clients person people someone everyone anyone team
+    prefer prefers preferred preference like likes liked want wants wanted wish need needs needed
+    use uses used using make makes made making get gets got getting take takes took taken taking
+    give gives gave given go goes went going keep keeps kept put puts thing things stuff way ways
+    new old good better best great nice lot lots bit kind sort part set sets
+    call called calls name named know knows think thinks see look looks try tries tried
+    work works worked working help helps also now today currently
+    """
+)
+
+# Units are informative next to a number but common in long answers, so they weigh less.
+_UNIT_WORDS = _words(
+    """
+    second seconds minute minutes min mins hour hours hr hrs day days week weeks month months
+    year years time times percent kg kilo kilos kilogram kilograms km kilometre kilometres
+    kilometer kilometers metre metres meter meters cm mm gram grams g ml litre litres liter liters
+    euro euros eur dollar dollars usd pound pounds gbp degree degrees
+    """
+)
+
+# Normalise a few spellings of the same unit so "5 kg" and "five kilos" share their unit.
+_UNIT_CANON = {
+    "kilo": "kg",
+    "kilos": "kg",
+    "kilogram": "kg",
+    "kilograms": "kg",
+    "kilometre": "km",
+    "kilometres": "km",
+    "kilometer": "km",
+    "kilometers": "km",
+    "min": "minute",
+    "mins": "minute",
+    "hr": "hour",
+    "hrs": "hour",
+    "eur": "euro",
+    "litre": "liter",
+    "litres": "liter",
+    "metre": "meter",
+    "metres": "meter",
+}
+
+# "one" is left out: it is far more often a pronoun ("the aluminium one") than a number.
+_NUMBER_WORDS = {
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "hundred": "100",
+    "thousand": "1000",
+}
+
+# Month names stay content words even when they collide with a stop word ("May").
+_MONTHS = _words(
+    "january february march april may june july august september october november december"
+)
+
+# Negation cues. "n't" contractions are turned into the cue "not" by the tokenizer.
+_NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
+_NEGATION_VERBS = frozenset({"stopped", "quit", "quitting"})  # "stopped taking X" negates X
+_GIVE_UP = frozenset({"give", "gave", "given", "giving"})  # "gave up X" negates X
+# A negation reaches at most this many tokens, and stops at a clause boundary.
+_NEGATION_WINDOW = 6
+_CLAUSE_WORDS = _words(
+    """
+    but so because since although though while whereas however instead rather unless which
+    """
+)
+_CLAUSE_PUNCT = frozenset(',;:.!?()[]{}"—–\n')
+# A memory that states several facts is split into clauses here; using one of them is a use.
+_FACT_SPLIT_WORDS = frozenset({"and", "but", "while", "whereas", "which", "plus"})
+_SENTENCE_PUNCT = frozenset('.!?:;\n"`*•—–')  # a capital after these may not be a name
+_SENTENCE_END = frozenset(".!?\n")
+
+_CONTRACTION_BASE = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
+_CLITICS = ("'s", "'re", "'ve", "'ll", "'d", "'m")
+
+_TOKEN_SPLIT_RE = re.compile(r"(\w+(?:'\w+)?(?:[.\-/@:+]\w+(?:'\w+)?)*)")
+_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_SPLIT_RE = re.compile(r"[.\-/@:+_]")
+_DECIMAL_RE = re.compile(r"\d+\.\d+")
+_ORDINAL_RE = re.compile(r"(\d+)(?:st|nd|rd|th)")
+_HAS_DIGIT_RE = re.compile(r"\d")
+_COMBINING_RE = re.compile(r"[\u0300-\u036f]+")
+_SEPARATORS = frozenset(".-/@:+_")
+
+# Token classes and their weights (see docs/DETECTION.md, "Features and weights").
+_GENERIC = "generic"  # user, prefer, use ...          weight 0.3, never a match on its own
+_UNIT = "unit"  # minute, euro, kg ...                  weight 0.5, never a match on its own
+_WORD = "word"  # any other content word                weight 1.0 (0.7 for <= 3 letters)
+_PROPER = "proper"  # capitalised mid-sentence          weight 2.0; ALL-CAPS acronym 1.5
+_NUM = "num"  # 45, 3.2, 2027, "five"                   weight 2.0; >= 3 digits or decimal 2.5
+_ID = "id"  # PG-15, eu-west-1, a@b.io, 1.4.2, X1, 9:15  weight 3.0
+
+_W_GENERIC = 0.3
+_W_UNIT = 0.5
+_W_WORD = 1.0
+_W_SHORT_WORD = 0.7
+_W_PROPER = 2.0
+_W_ACRONYM = 1.5
+_W_NUM = 2.0
+_W_NUM_DISTINCT = 2.5
+_W_ID = 3.0
+
+
+# --------------------------------------------------------------------------------------------
+# Stemming
+# --------------------------------------------------------------------------------------------
+
+_NO_ING_STRIP = _words(
+    """
+    evening morning spring string thing king ring wing sing nothing something anything
+    everything ceiling during bring sibling wedding pudding bling sling swing ping ming
+    """
+)
+# Inflectional suffixes (one is stripped), then derivational ones (one is stripped).
+_INFLECTIONS = (
+    ("ies", "y"),
+    ("ied", "y"),
+    ("sses", "ss"),
+    ("ings", ""),
+    ("ing", ""),
+    ("edly", ""),
+    ("ed", ""),
+    ("es", ""),
+    ("ly", ""),
+    ("s", ""),
+)
+_DERIVATIONS = (
+    ("isation", "ise"),
+    ("ization", "ise"),
+    ("ational", "ate"),
+    ("fulness", ""),
+    ("iveness", ""),
+    ("ation", ""),
+    ("ition", ""),
+    ("ement", ""),
+    ("ment", ""),
+    ("ness", ""),
+    ("ship", ""),
+    ("able", ""),
+    ("ible", ""),
+    ("ist", ""),
+    ("ism", ""),
+    ("ity", ""),
+    ("ive", ""),
+    ("ful", ""),
+    ("ous", ""),
+    ("ian", ""),
+    ("al", ""),
+    ("er", ""),
+    ("or", ""),
+    ("y", ""),
+)
+_MIN_STEM = 3
+# Suffix -> replacement, tried longest first (the tables above never hold two suffixes of one
+# length that end the same word, so "longest first" is the order they are listed in).
+_INFLECTION_MAP = dict(_INFLECTIONS)
+_DERIVATION_MAP = dict(_DERIVATIONS)
+_SUFFIX_LENGTHS = tuple(
+    sorted({len(k) for k in (*_INFLECTION_MAP, *_DERIVATION_MAP)}, reverse=True)
+)
+
+
+def _strip_suffix(word: str, table: dict[str, str], min_stem: int) -> str:
+    """Strip the longest suffix of `table` that leaves a stem of at least `min_stem` letters."""
+    n = len(word)
+    for length in _SUFFIX_LENGTHS:
+        if length >= n:
+            continue
+        repl = table.get(word[-length:])
+        if repl is not None and n - length + len(repl) >= min_stem:
+            return word[:-length] + repl
+    return word
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    """A small, deterministic suffix stripper (Porter-like, much simpler).
+
+    It only has to map inflected and derived forms of the same word to one key ("indentation",
+    "indented", "indents" -> "indent"); it does not have to produce real words.
+    """
+    if len(word) <= _MIN_STEM or not word.isalpha():
+        return word
+    w = word
+    if w not in _NO_ING_STRIP and not w.endswith(("ss", "us", "is")):
+        w = _strip_suffix(w, _INFLECTION_MAP, _MIN_STEM)
+    w = _strip_suffix(w, _DERIVATION_MAP, _MIN_STEM + 1)
+    if len(w) > _MIN_STEM and w[-1] == w[-2] and w[-1] not in "aeiouls":
+        w = w[:-1]  # running -> runn -> run; cancelled -> cancell -> cancel
+    if len(w) > _MIN_STEM + 1 and w.endswith("e"):
+        w = w[:-1]  # plane / planes -> plan; exercise / exercises -> exercis
+    return w
+
+
+_GENERIC_STEMS = frozenset(_stem(w) for w in _GENERIC_WORDS)
+_UNIT_STEMS = frozenset(_stem(_UNIT_CANON.get(w, w)) for w in _UNIT_WORDS)
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenisation
+# --------------------------------------------------------------------------------------------
+
+
+class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so cheap to make
+    key: str  # matching key: stem, normalised number or lower-cased identifier
+    cls: str
+    weight: float
+    negated: bool
+    proper: bool  # capitalised mid-sentence (a name) in the text it came from
+    parts: tuple[str, ...] = ()  # for identifiers: keys of the alphanumeric parts
+
+
+def _normalise(text: str) -> str:
+    text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
+    if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
+        text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
+    return _THOUSANDS_RE.sub("", text)  # 1,150 -> 1150
+
+
+def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
+    """Classify one alphabetic or numeric word; None for stop words and single letters."""
+    low = raw.lower()
+    if low.isdigit():
+        weight = _W_NUM_DISTINCT if len(low) >= 3 else _W_NUM
+        return _Token(low, _NUM, weight, negated, False)
+    m = _ORDINAL_RE.fullmatch(low)
+    if m:
+        return _Token(m.group(1), _NUM, _W_NUM, negated, False)
+    if low in _NUMBER_WORDS:
+        return _Token(_NUMBER_WORDS[low], _NUM, _W_NUM, negated, False)
+    if _HAS_DIGIT_RE.search(low):  # B2, X1, 5k, A350, 2560x1440
+        return _Token(low, _ID, _W_ID, negated, False)
+    if len(low) < 2 or not low.isalpha():
+        return None
+    capitalised = raw[0].isupper()
+    if low in _STOP_WORDS and not (capitalised and low in _MONTHS and not sentence_start):
+        return None
+    low = _UNIT_CANON.get(low, low)
+    key = _stem(low)
+    if key in _GENERIC_STEMS:
+        return _Token(key, _GENERIC, _W_GENERIC, negated, False)
+    if key in _UNIT_STEMS:
+        return _Token(key, _UNIT, _W_UNIT, negated, False)
+    if len(raw) >= 2 and raw.isupper():
+        return _Token(key, _PROPER, _W_ACRONYM, negated, True)
+    if capitalised and not sentence_start:
+        return _Token(key, _PROPER, _W_PROPER, negated, True)
+    weight = _W_SHORT_WORD if len(low) <= 3 else _W_WORD
+    return _Token(key, _WORD, weight, negated, False)
+
+
+def _split_compound(raw: str, negated: bool, sentence_start: bool) -> list[_Token]:
+    """Tokens for a raw token with separators: a decimal, an identifier, or hyphenated words."""
+    if _DECIMAL_RE.fullmatch(raw):
+        return [_Token(raw, _NUM, _W_NUM_DISTINCT, negated, False)]
+    parts = [p for p in _SPLIT_RE.split(raw) if p]
+    hyphen_only = all(sep == "-" for sep in re.findall(r"[.\-/@:+_]", raw))
+    words_after = all(p.isalpha() for p in parts[1:])
+    lead_number = parts and (parts[0].isdigit() or parts[0].lower() in _NUMBER_WORDS)
+    if hyphen_only and all(p.isalpha() for p in parts):
+        lows = [p.lower() for p in parts]
+        if any(w in _STOP_WORDS or _stem(w) in _GENERIC_STEMS for w in lows):
+            # "on-call", "carry-on", "sign-off": the parts alone would lose the meaning.
+            tok = _word_token("".join(parts), negated, sentence_start)
+            return [tok] if tok is not None else []
+    if hyphen_only and (all(p.isalpha() for p in parts) or (lead_number and words_after)):
+        # "low-cost", "red-green", "45-minute", "six-month": just the words.
+        out = []
+        for i, p in enumerate(parts):
+            tok = _word_token(p, negated, sentence_start and i == 0)
+            if tok is not None:
+                out.append(tok)
+        return out
+    if all(len(p) == 1 and p.isalpha() for p in parts):
+        return []  # a.m, e.g, i.e
+    part_keys = []
+    for p in parts:
+        tok = _word_token(p, negated, True)
+        if tok is not None and tok.cls != _GENERIC:
+            part_keys.append(tok.key)
+    return [_Token(raw.lower(), _ID, _W_ID, negated, False, tuple(part_keys))]
+
+
+@dataclass(slots=True)
+class _Tokens:
+    tokens: list[_Token]
+    clauses: list[int]  # clause number of each token (split at punctuation, "and", "but" ...)
+    sentences: list[int]  # sentence number of each token
+    sentence_starts: list[int]  # character offset where each sentence starts
+
+
+@lru_cache(maxsize=65536)
+def _lex(raw: str, sentence_start: bool) -> tuple[tuple[_Token, ...], str, bool]:
+    """(tokens, lower-cased word, is a "n't" negation) for one regex match; cached, as a long
+    response repeats most of its words."""
+    low = raw.lower()
+    cue = False
+    if "'" in raw:
+        if low.endswith("n't"):
+            base = low[:-3]
+            raw = low = _CONTRACTION_BASE.get(base, base)
+            cue = True
+        else:
+            for clitic in _CLITICS:
+                if low.endswith(clitic):
+                    raw = raw[: -len(clitic)]
+                    low = low[: -len(clitic)]
+                    break
+            raw = raw.replace("'", "")
+            low = low.replace("'", "")
+    if not raw:
+        return (), low, cue
+    if not raw.isalnum() and _SEPARATORS.intersection(raw):
+        return tuple(_split_compound(raw, False, sentence_start)), low, cue
+    tok = _word_token(raw, False, sentence_start)
+    return ((tok,) if tok is not None else ()), low, cue
+
+
+@lru_cache(maxsize=16384)
+def _negate(tok: _Token) -> _Token:
+    return _Token(tok.key, tok.cls, tok.weight, True, tok.proper, tok.parts)
+
+
+def _tokenise(text: str) -> _Tokens:
+    """Content tokens of `text` in order, each marked negated when inside a negation's scope."""
+    tokens: list[_Token] = []
+    clauses: list[int] = []
+    sentences: list[int] = []
+    sentence_starts: list[int] = [0]
+    clause = sentence = 0
+    neg_left = 0
+    prev_low = ""
+    # [gap, token, gap, token, ..., gap]: faster than finditer, and the gaps come for free.
+    pieces = _TOKEN_SPLIT_RE.split(text)
+    pos = 0
+    for i in range(1, len(pieces), 2):
+        gap = pieces[i - 1]
+        raw = pieces[i]
+        start = pos + len(gap)
+        pos = start + len(raw)
+        if gap == " ":
+            sentence_start = prev_low == ""
+        else:
+            sentence_start = (prev_low == "") or not _SENTENCE_PUNCT.isdisjoint(gap)
+            if not _CLAUSE_PUNCT.isdisjoint(gap) or " - " in gap:
+                neg_left = 0
+                clause += 1
+                if tokens and not _SENTENCE_END.isdisjoint(gap):
+                    sentence_starts.append(start)
+                    sentence += 1
+        lexed, low, cue = _lex(raw, sentence_start)
+        if low in _CLAUSE_WORDS:
+            neg_left = 0
+        if low in _FACT_SPLIT_WORDS:
+            clause += 1
+        if lexed:
+            for tok in lexed:
+                tokens.append(_negate(tok) if neg_left else tok)
+                clauses.append(clause)
+                sentences.append(sentence)
+        if neg_left:
+            neg_left -= 1
+        if (
+            cue
+            or low in _NEGATION_CUES
+            or low in _NEGATION_VERBS
+            or (low == "up" and prev_low in _GIVE_UP)
+        ):
+            neg_left = _NEGATION_WINDOW
+        prev_low = low or prev_low
+    return _Tokens(tokens, clauses, sentences, sentence_starts)
+
+
+# --------------------------------------------------------------------------------------------
+# Prepared texts
+# --------------------------------------------------------------------------------------------
+
+_POS = 1
+_NEG = 2
+_PAIR_WINDOW = 3  # two terms are "near" when at most 2 content terms lie between them
+_YEAR_RE = re.compile(r"(19|20)\d\d")
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    occurrences: dict[str, dict[int, int]]  # key -> {sentence: _POS | _NEG bits}
+    proper: frozenset[str]  # keys seen capitalised mid-sentence
+    pairs: frozenset[tuple[str, str]]  # unordered pairs of near content terms
+    has_numbers: bool
+    text: str  # normalised, lower-cased, for identifier look-ups
+    sentence_starts: tuple[int, ...]  # character offsets, for placing identifier look-ups
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    terms: tuple[_Token, ...]  # de-duplicated content terms, in order
+    pairs: tuple[tuple[str, str], ...]  # adjacent non-generic terms, unordered
+    facts: tuple[_Memory, ...] = ()  # its clauses, when it states several facts
+
+
+# A match: credit in [0, 1] (1.0 = exact) and where it occurred: {sentence: bits}.
+_Match = tuple[float, dict[int, int]]
+_NO_MATCH: _Match = (0.0, {})
+
+
+def _is_numeric(tok: _Token) -> bool:
+    return tok.cls == _NUM or (tok.cls == _ID and _HAS_DIGIT_RE.search(tok.key) is not None)
+
+
+def _is_anchor(tok: _Token) -> bool:
+    """A term specific enough that finding it verbatim is evidence of use on its own:
+    identifiers (KX-48213, 2027-02-28, eu-west-1, max_connections, a@b.io) and long
+    numbers that are not years (5433, 62000)."""
+    if tok.cls == _ID:
+        return len(tok.key) >= 4 and (
+            _HAS_DIGIT_RE.search(tok.key) is not None or any(c in tok.key for c in "._@/")
+        )
+    return (
+        tok.cls == _NUM
+        and tok.key.isdigit()
+        and len(tok.key) >= 4
+        and not (len(tok.key) == 4 and _YEAR_RE.fullmatch(tok.key))
+    )
+
+
+def _prepare_response(response: str) -> _Response:
+    norm = _normalise(response)
+    occurrences: dict[str, dict[int, int]] = {}
+    proper: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    has_numbers = False
+    window: list[str] = []
+    parsed = _tokenise(norm)
+    for tok, sentence in zip(parsed.tokens, parsed.sentences, strict=True):
+        bit = _NEG if tok.negated else _POS
+        key = tok.key
+        where = occurrences.get(key)
+        if where is None:
+            occurrences[key] = {sentence: bit}
+        else:
+            where[sentence] = where.get(sentence, 0) | bit
+        for part in tok.parts:
+            where = occurrences.setdefault(part, {})
+            where[sentence] = where.get(sentence, 0) | bit
+        if tok.proper:
+            proper.add(key)
+        if not has_numbers and tok.cls in (_NUM, _ID):
+            has_numbers = _is_numeric(tok)
+        if tok.cls == _GENERIC:
+            continue
+        for other in window:
+            if other != key:
+                pairs.add((other, key) if other < key else (key, other))
+        window.append(key)
+        if len(window) > _PAIR_WINDOW:
+            del window[0]
+    return _Response(
+        occurrences,
+        frozenset(proper),
+        frozenset(pairs),
+        has_numbers,
+        norm.lower(),
+        tuple(parsed.sentence_starts),
+    )
+
+
+def _build_memory(tokens: Sequence[_Token], facts: tuple[_Memory, ...] = ()) -> _Memory:
+    seen: dict[str, _Token] = {}
+    for tok in tokens:
+        if tok.key not in seen or tok.weight > seen[tok.key].weight:
+            seen[tok.key] = tok
+    order = list(dict.fromkeys(t.key for t in tokens))
+    terms = tuple(seen[k] for k in order)
+    # Pairs run over the memory's token sequence (units included: "45 minutes", "400 euros").
+    seq = [t.key for t in tokens if t.cls != _GENERIC]
+    pairs = tuple(
+        dict.fromkeys(
+            (a, b) if a < b else (b, a) for a, b in zip(seq, seq[1:], strict=False) if a != b
+        )
+    )
+    return _Memory(terms, pairs, facts)
+
+
+def _prepare_memory(content: str) -> _Memory:
+    parsed = _tokenise(_normalise(content))
+    groups: dict[int, list[_Token]] = {}
+    for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
+        groups.setdefault(clause, []).append(tok)
+    facts = tuple(
+        _build_memory(group)
+        for group in groups.values()
+        if sum(t.cls not in (_GENERIC, _UNIT) for t in group) >= 2
+    )
+    return _build_memory(parsed.tokens, facts if len(facts) >= 2 else ())
+
+
+# --------------------------------------------------------------------------------------------
+# The lexical scorer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LexicalScorer:
+    """Weighted term coverage + phrase proximity, with anchor, negation and number checks.
+
+    The memory is compared with its best window of `window_sentences` consecutive sentences of
+    the response (the window where its terms' weight is highest), so that words scattered
+    over a long answer do not add up to a reference. For the memory as a whole, and for each
+    of its clauses when it states several facts:
+      base      = coverage_weight · coverage + proximity_weight · proximity
+      coverage  = Σ weight of the memory's terms found in the window / Σ weight of its terms
+      proximity = share of the memory's adjacent term pairs found near each other (≤ 2 terms
+                  apart, either order) in the response
+      × single_term_factor when only one distinctive term matches and the memory has more
+      × number_factor      when the memory has numbers, none match, and the response has some
+      raised to anchor_score when an anchor (identifier, long non-year number) matches exactly
+    score = max(whole, fact_factor · best clause), then
+      × contradiction_factor when ≥ contradiction_share of the matched distinctive weight occurs
+                             in the window only under a negation the memory does not have.
+    REFERENCED when score ≥ threshold. The constants are explained in docs/DETECTION.md.
+    """
+
+    threshold: float = 0.4
+    coverage_weight: float = 0.6
+    proximity_weight: float = 0.4
+    window_sentences: int = 3
+    single_term_factor: float = 0.5
+    number_factor: float = 0.5
+    anchor_score: float = 0.6
+    fact_factor: float = 0.85
+    contradiction_share: float = 0.3
+    contradiction_factor: float = 0.25
+    identifier_part_credit: float = 0.8
+
+    def score(self, content: str, response: str) -> tuple[float, str]:
+        return self.score_many([content], response)[0]
+
+    def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
+        prepared = _prepare_response(response)
+        return [self._score(_prepare_memory(c), prepared) for c in contents]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _match(self, term: _Token, resp: _Response) -> _Match:
+        where = resp.occurrences.get(term.key)
+        if where:
+            return 1.0, where
+        if term.cls != _ID:
+            return _NO_MATCH
+        # "registry.acme.io" inside "registry.acme.io/api:1.2"; only with a separator, so that
+        # "x1" is not found inside "x1440".
+        at = -1 if term.key.isalnum() else resp.text.find(term.key)
+        if at >= 0:
+            return 1.0, {bisect_right(resp.sentence_starts, at) - 1: _POS}
+        if term.parts:  # "PG 15" for "PG-15": every part present in one sentence
+            found = [resp.occurrences.get(p, {}) for p in term.parts]
+            common = set(found[0]).intersection(*found[1:])
+            if common:
+                merged: dict[int, int] = {}
+                for sentence in common:
+                    for f in found:
+                        merged[sentence] = merged.get(sentence, 0) | f[sentence]
+                return self.identifier_part_credit, merged
+        return _NO_MATCH
+
+    def _window(self, terms: Sequence[_Token], matches: dict[str, _Match]) -> int | None:
+        """First sentence of the window where the memory's matched weight is highest."""
+        totals: dict[int, float] = {}
+        span = self.window_sentences
+        for term in terms:
+            credit, where = matches[term.key]
+            if not credit:
+                continue
+            starts = {w for s in where for w in range(max(0, s - span + 1), s + 1)}
+            for w in starts:
+                totals[w] = totals.get(w, 0.0) + term.weight * credit
+        if not totals:
+            return None
+        return max(sorted(totals), key=lambda w: totals[w])
+
+    def _local(self, match: _Match, window: int | None) -> tuple[float, int]:
+        """The match's credit and its occurrence bits inside the window."""
+        credit, where = match
+        if not credit or window is None:
+            return 0.0, 0
+        bits = 0
+        for s in range(window, window + self.window_sentences):
+            bits |= where.get(s, 0)
+        return (credit, bits) if bits else (0.0, 0)
+
+    def _score(self, mem: _Memory, resp: _Response) -> tuple[float, str]:
+        if not mem.terms:
+            return 0.0, "no content terms in the memory"
+        matches = {t.key: self._match(t, resp) for t in mem.terms}
+        if not any(credit for credit, _ in matches.values()):
+            return 0.0, "no shared content terms"
+        window = self._window(mem.terms, matches)
+        score, detail, notes = self._base(mem, resp, matches, window)
+        for i, fact in enumerate(mem.facts, start=1):
+            fact_window = self._window(fact.terms, matches)
+            fact_score, fact_detail, fact_notes = self._base(fact, resp, matches, fact_window)
+            if self.fact_factor * fact_score > score:
+                score = self.fact_factor * fact_score
+                detail = f"clause {i}/{len(mem.facts)}: {fact_detail}"
+                notes = fact_notes
+        # Contradiction: the response negates what the memory asserts ("Alice prefers Python"
+        # vs "Alice does not use Python anymore"). A negated memory restated positively is not
+        # checked: rules are usually applied by naming the alternative ("a PR, not main").
+        matched_w = contradicted_w = 0.0
+        for term in mem.terms:
+            credit, bits = self._local(matches[term.key], window)
+            if credit and term.cls not in (_GENERIC, _UNIT):
+                matched_w += term.weight * credit
+                if not term.negated and bits == _NEG:
+                    contradicted_w += term.weight * credit
+        if matched_w and contradicted_w / matched_w >= self.contradiction_share:
+            score *= self.contradiction_factor
+            notes = [*notes, "negated in the response: a contradiction is not a use"]
+        score = min(1.0, max(0.0, score))
+        verdict = ">=" if score >= self.threshold else "<"
+        reason = f"lexical {score:.2f} {verdict} {self.threshold:.2f}: {detail}"
+        if notes:
+            reason += "; " + "; ".join(notes)
+        return score, reason
+
+    def _base(
+        self,
+        mem: _Memory,
+        resp: _Response,
+        matches: dict[str, _Match],
+        window: int | None,
+    ) -> tuple[float, str, list[str]]:
+        total = matched_w = 0.0
+        matched: list[str] = []
+        support = distinctive = mem_numbers = numbers_matched = 0
+        anchored = False
+        for term in mem.terms:
+            weight = term.weight
+            if term.cls == _WORD and term.key in resp.proper:
+                weight = _W_PROPER  # a name that happened to open the memory's sentence
+            total += weight
+            is_core = term.cls not in (_GENERIC, _UNIT)
+            distinctive += is_core
+            numeric = _is_numeric(term)
+            mem_numbers += numeric
+            credit, _ = self._local(matches[term.key], window)
+            if not credit:
+                continue
+            matched_w += weight * credit
+            matched.append(term.key)
+            numbers_matched += numeric
+            support += is_core
+            anchored = anchored or (credit == 1.0 and _is_anchor(term))
+        coverage = matched_w / total
+        shown = ", ".join(matched[:6]) + (", ..." if len(matched) > 6 else "")
+        detail = f"matched {len(matched)}/{len(mem.terms)} terms ({shown})"
+        score = coverage
+        if mem.pairs:
+            near = sum(1 for p in mem.pairs if p in resp.pairs)
+            proximity = near / len(mem.pairs)
+            score = self.coverage_weight * coverage + self.proximity_weight * proximity
+            detail += f", near pairs {near}/{len(mem.pairs)}"
+        notes: list[str] = []
+        if not support and not anchored:
+            return 0.0, detail, ["only common words matched"]
+        if distinctive >= 2 and support < 2 and not anchored:
+            score *= self.single_term_factor
+            notes.append("single shared term")
+        if mem_numbers and not numbers_matched and resp.has_numbers:
+            score *= self.number_factor
+            notes.append("different numbers")
+        if anchored and score < self.anchor_score:
+            score = self.anchor_score
+            notes.append("exact identifier/number match")
+        return score, detail, notes
+
+
+DEFAULT_SCORER = LexicalScorer()
+
+# The hand-labelled reference set (docs/DETECTION.md, "Reference set").
+REFERENCE_SET = Path(__file__).resolve().parent / "data" / "detection_reference.jsonl"
+
+
+def clear_caches() -> None:
+    """Empty the word caches (for cold-start timing; results never depend on them)."""
+    _stem.cache_clear()
+    _lex.cache_clear()
+    _negate.cache_clear()
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+
+def analyse(
+    response_text: str,
+    objects: Sequence[DetectionInput],
+    scorer: Scorer | None = None,
+    threshold: float | None = None,
+) -> list[Detection]:
+    """One Detection per object, in the given order: REFERENCED when score >= threshold.
+
+    `threshold` overrides the scorer's own. Scores are clamped to [0, 1].
+    """
+    if not objects:
+        return []
+    scorer = scorer or DEFAULT_SCORER
+    cut = scorer.threshold if threshold is None else threshold
+    contents = [o.content for o in objects]
+    if isinstance(scorer, BatchScorer):
+        results = scorer.score_many(contents, response_text)
+    else:
+        results = [scorer.score(c, response_text) for c in contents]
+    detections = []
+    for obj, (raw, reason) in zip(objects, results, strict=True):
+        score = min(1.0, max(0.0, float(raw)))
+        signal: SignalType = REFERENCED if score >= cut else UNUSED
+        detections.append(Detection(obj.object_id, signal, round(score, 4), reason))
+    return detections
