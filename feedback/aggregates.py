@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-UTILITY_START = 0.5
+from feedback.utility import UTILITY_START, is_used, utility_update
 
 POSITIVE_USE = frozenset({"REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH"})
 POSITIVE = frozenset(POSITIVE_USE | {"CORROBORATED_BY_EXTERNAL"})
@@ -83,3 +83,21 @@ def on_signal(
     if signal_type != "UNUSED":
         # Any signal other than UNUSED, in a session or alone, ends an unused streak.
         agg.unused_streak = 0
+
+
+def on_session_end(
+    agg: Aggregate, *, signal_types: list[str], outcome: str | None, ts: datetime
+) -> None:
+    """Close one feedback session for an object injected in it (SPEC §8, §12).
+
+    ``signal_types`` are the signals it received in this session, automatic UNUSED included.
+    The streak grows only when every one of them was UNUSED; otherwise a signal already reset it.
+    Utility moves only with an outcome, and only down for an object that was not used (§11).
+    """
+    if all(t == "UNUSED" for t in signal_types):
+        agg.unused_streak += 1
+    used = is_used(signal_types)
+    if used:
+        agg.uses += 1
+        agg.last_use_at = ts
+    agg.utility = utility_update(agg.utility, used, outcome)

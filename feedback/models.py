@@ -41,3 +41,112 @@ class FeedbackAggregate(models.Model):
 
     def __str__(self) -> str:
         return f"aggregate of {self.object_id}"
+
+
+class FeedbackSession(models.Model):
+    """One LLM interaction that used a memory bundle (SPEC §7), with its own operation chain.
+
+    ``(client, request_id)`` is the idempotency key; ``record`` is the stored answer.
+    """
+
+    OUTCOMES = ("SUCCESS", "PARTIAL", "FAILED")
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    client = models.ForeignKey("rms.ApiClient", on_delete=models.PROTECT, related_name="+")
+    request_id = models.CharField(max_length=200)
+    body_hash = models.CharField(max_length=64)
+    session_id = models.CharField(max_length=200)
+    ts = models.DateTimeField()
+    namespace_scope = models.JSONField(default=list)
+    context_budget = models.PositiveIntegerField()
+    tokens_used = models.PositiveIntegerField()
+    context_text = models.TextField(blank=True, default="")
+    context_tags = models.JSONField(default=list, blank=True)
+    outcome = models.CharField(max_length=8, null=True, blank=True)
+    record = models.JSONField()
+    head_hash = models.CharField(max_length=64)
+    last_op_ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["client", "request_id"], name="session_client_request")
+        ]
+        indexes = [models.Index(fields=["session_id", "ts"], name="session_sid_ts")]
+
+    def __str__(self) -> str:
+        return f"session {self.session_id} / {self.request_id}"
+
+
+class SessionNamespace(models.Model):
+    """A session counts in every namespace of its scope (SPEC §10): one row per namespace, with
+    what the metrics need, so a windowed metric is one indexed aggregate query."""
+
+    session = models.ForeignKey(FeedbackSession, on_delete=models.CASCADE, related_name="scopes")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    context_budget = models.PositiveIntegerField()
+    has_corrected = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "ts"], name="sessns_ns_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} in {self.namespace_id}"
+
+
+class InjectionEvent(models.Model):
+    """One injected object in one session (RFC-0009 §3); mirrors its INJECTION_EVENT operation."""
+
+    session = models.ForeignKey(
+        FeedbackSession, on_delete=models.CASCADE, related_name="injections"
+    )
+    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="+")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    rank_position = models.PositiveIntegerField(null=True, blank=True)
+    representation_type = models.CharField(max_length=50, blank=True, default="")
+    token_cost = models.PositiveIntegerField()
+    composite_score = models.FloatField(null=True, blank=True)
+    str_value = models.FloatField(null=True, blank=True)
+    ended_unused = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", "ts"], name="inj_ns_ts"),
+            models.Index(fields=["object", "ts"], name="inj_obj_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.object_id} in {self.session_id}"
+
+
+class SignalRecord(models.Model):
+    """The per-signal FEEDBACK_EVENT record: how it was detected, weighed and what it did."""
+
+    feedback_session = models.ForeignKey(
+        FeedbackSession, on_delete=models.CASCADE, null=True, blank=True, related_name="signals"
+    )
+    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="+")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    operation_id = models.UUIDField()
+    ts = models.DateTimeField()
+    session_id = models.CharField(max_length=200)
+    signal_type = models.CharField(max_length=32)
+    detection_method = models.CharField(max_length=32)
+    reliability_class = models.CharField(max_length=10)
+    base_weight = models.FloatField()
+    effective_weight = models.FloatField()
+    effect = models.CharField(max_length=12)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    actor_id = models.CharField(max_length=200)
+    actor_type = models.CharField(max_length=20)
+    automatic = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", "ts"], name="sig_ns_ts"),
+            models.Index(fields=["object", "ts"], name="sig_obj_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.signal_type} on {self.object_id}"

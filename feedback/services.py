@@ -11,7 +11,7 @@ from collections.abc import Callable
 from django.db import IntegrityError, transaction
 
 from feedback import aggregates
-from feedback.models import FeedbackAggregate
+from feedback.models import FeedbackAggregate, SignalRecord
 from feedback.selectors import aggregate_from_row
 from rms import policy
 from rms import services as core
@@ -19,6 +19,29 @@ from rms.errors import DomainError
 from rms.models import ApiClient, IdempotencyRecord, Operation
 
 SIGNAL_SCOPE = "signal"
+
+
+def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic=False):
+    """The per-signal FEEDBACK_EVENT record (SPEC §2): detection, weights and effect."""
+    payload, signal = result.feedback_op.payload, result.signal
+    return SignalRecord(
+        feedback_session=session,
+        object=obj,
+        namespace_id=obj.namespace_id,
+        operation_id=result.feedback_op.id,
+        ts=signal.ts,
+        session_id=signal.session_id,
+        signal_type=signal.signal_type,
+        detection_method=signal.detection_method,
+        reliability_class=payload["reliability_class"],
+        base_weight=payload["base_weight"],
+        effective_weight=payload["effective_weight"],
+        effect=result.effect,
+        reason=(result.outcome.reason or "")[:200],
+        actor_id=signal.actor_id,
+        actor_type=signal.actor_type,
+        automatic=automatic,
+    )
 
 
 class AggregateStore:
@@ -120,6 +143,7 @@ def signal_record(
             Operation.objects.bulk_create(
                 [op for op in (result.feedback_op, result.change_op) if op]
             )
+            signal_record_row(obj, result).save()
             tallies.flush()
             store.flush()
             answer = render(result, obj)

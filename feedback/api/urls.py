@@ -6,4 +6,20 @@ urlpatterns = [
     path(
         "objects/<str:object_id>/signals", views.ObjectSignalView.as_view(), name="object-signals"
     ),
+    path("feedback-sessions", views.FeedbackSessionView.as_view(), name="feedback-sessions"),
+    path(
+        "feedback-sessions/batch",
+        views.FeedbackSessionBatchView.as_view(),
+        name="feedback-sessions-batch",
+    ),
+    path(
+        "feedback-sessions/<str:session_id>",
+        views.FeedbackSessionDetailView.as_view(),
+        name="feedback-session-detail",
+    ),
+    path("metrics", views.MetricsView.as_view(), name="metrics"),
+    path("review-queue", views.ReviewQueueView.as_view(), name="review-queue"),
+    path("rank", views.RankView.as_view(), name="rank"),
+    path("detect", views.DetectView.as_view(), name="detect"),
+    path("export/<str:kind>.csv", views.ExportView.as_view(), name="export"),
 ]

@@ -1,17 +1,30 @@
-"""Feedback API views: signals (and feedback sessions in the ingestion issue)."""
+"""Feedback API views (API.md): thin — validate, call one service or selector, render."""
 
 from __future__ import annotations
 
+import csv
+import hashlib
+
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from feedback import services
-from rms.api.permissions import WRITERS
+from feedback import detection, ingest, selectors, services, utility
+from feedback.api import serializers
+from feedback.models import FeedbackAggregate, FeedbackSession
+from rms.api import pagination
+from rms.api.errors import error_body, flatten_fields
+from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out, operation_out
-from rms.api.views import body_hash, parse_uuid, validated
+from rms.api.views import body_hash, parse_time_param, parse_uuid, validated
+from rms.errors import DomainError, Forbidden, NotFound
+from rms.models import MemoryObject, Namespace
+from rms.oplog import canonical_json
+from rms.replay import iso
 
 
 def signal_answer(result, obj) -> dict:
@@ -42,3 +55,346 @@ class ObjectSignalView(APIView):
             render=signal_answer,
         )
         return Response(answer, status=status)
+
+
+def session_item(body) -> ingest.Item:
+    """Validate one session body; its hash is of the body as sent (SPEC §7)."""
+    digest = hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    ser = serializers.SessionIn(data=body)
+    if not ser.is_valid():
+        error = error_body(
+            "validation_error", "The feedback session is invalid.", flatten_fields(ser.errors)
+        )
+        return ingest.Item(None, digest, error=(400, error))
+    return ingest.Item(dict(ser.validated_data), digest)
+
+
+class FeedbackSessionView(APIView):
+    roles = {"POST": WRITERS}
+
+    @extend_schema(
+        request=serializers.SessionIn,
+        responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+        description="One feedback session in one transaction. `request_id` is the idempotency "
+        "key: an identical retry answers 200 with the stored record, a changed body 409.",
+    )
+    def post(self, request):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"non_field_errors": ["Send one session object."]})
+        item = session_item(request.data)
+        if item.error:
+            return Response(item.error[1], status=item.error[0])
+        status, body = ingest.record_one(
+            client=request.auth, data=item.data, body_hash=item.body_hash
+        )
+        return Response(body, status=status)
+
+
+class FeedbackSessionBatchView(APIView):
+    roles = {"POST": WRITERS}
+
+    @extend_schema(
+        request=serializers.SessionIn(many=True),
+        responses={207: OpenApiTypes.OBJECT},
+        description=f"Up to {ingest.MAX_BATCH} sessions; one result per item, in order. "
+        "A bad item never blocks the others.",
+    )
+    def post(self, request):
+        bodies = request.data
+        if not isinstance(bodies, list):
+            raise ValidationError({"non_field_errors": ["Send a JSON list of sessions."]})
+        if not 1 <= len(bodies) <= ingest.MAX_BATCH:
+            raise ValidationError(
+                {"non_field_errors": [f"Send between 1 and {ingest.MAX_BATCH} sessions."]}
+            )
+        items = [session_item(body) for body in bodies]
+        results = ingest.record_sessions(client=request.auth, items=items)
+        out = []
+        for status, body in results:
+            key = "error" if status >= 400 else "record"
+            out.append({"status": status, key: body["error"] if status >= 400 else body})
+        return Response({"results": out}, status=207)
+
+
+class FeedbackSessionDetailView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="feedback_sessions_detail", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, session_id: str):
+        session = selectors.visible_session(request.auth, parse_uuid(session_id))
+        if session is None:
+            raise NotFound("No such feedback session.")
+        return Response(session.record)
+
+
+def namespace_param(request, *, required: bool = True) -> Namespace | None:
+    name = request.query_params.get("namespace")
+    if not name:
+        if required:
+            raise ValidationError({"namespace": ["This parameter is required."]})
+        return None
+    if not request.auth.can_see(name):
+        raise Forbidden(f"You may not read namespace {name!r}.")
+    ns = Namespace.objects.filter(name=name).first()
+    if ns is None:
+        raise NotFound(f"No namespace {name!r}.")
+    return ns
+
+
+class MetricsView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="metrics", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        ns = namespace_param(request)
+        since = parse_time_param(request, "since")
+        until = parse_time_param(request, "until")
+        if since and until and since > until:
+            raise ValidationError({"since": ["Must not be after until."]})
+        return Response(selectors.namespace_metrics(ns, since, until))
+
+
+class ReviewQueueView(APIView):
+    roles = {"GET": (OPERATOR, ADMIN)}
+
+    @extend_schema(operation_id="review_queue", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        ns = namespace_param(request)
+        size = pagination.page_size(request)
+        cursor = pagination.decode_cursor(request)
+        offset = 0
+        if cursor is not None:
+            if len(cursor) != 1 or not isinstance(cursor[0], int) or cursor[0] < 0:
+                raise ValidationError({"cursor": ["Invalid cursor."]})
+            offset = cursor[0]
+        rows = list(selectors.review_queue(ns)[offset : offset + size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = pagination.encode_cursor([offset + size]) if more else None
+        return Response(
+            {
+                "results": objects_out(rows, timezone.now()),
+                "next": pagination.next_url(request, next_cursor),
+            }
+        )
+
+
+def objects_in_namespace(ids, ns: Namespace, field: str) -> dict:
+    found = {
+        o.pk: o
+        for o in MemoryObject.objects.select_related("namespace").filter(pk__in=ids, namespace=ns)
+    }
+    missing = [str(i) for i in ids if i not in found]
+    if missing:
+        raise DomainError(
+            "unknown_object",
+            "Some objects do not exist in this namespace.",
+            400,
+            {field: [f"Unknown object {i}." for i in missing[:20]]},
+        )
+    return found
+
+
+class RankView(APIView):
+    roles = {"POST": ANY_ROLE}
+
+    @extend_schema(request=serializers.RankIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """Scores by SPEC §12: similarity, hotness (uses, not injections) and utility."""
+        data = validated(serializers.RankIn, request.data)
+        name = data["namespace"]
+        if not request.auth.can_see(name):
+            raise Forbidden(f"You may not read namespace {name!r}.")
+        ns = Namespace.objects.filter(name=name).first()
+        if ns is None:
+            raise DomainError(
+                "unknown_namespace",
+                f"Namespace {name!r} does not exist.",
+                400,
+                {"namespace": ["Unknown namespace."]},
+            )
+        ids = [c["object_id"] for c in data["candidates"]]
+        objs = objects_in_namespace(ids, ns, "candidates")
+        aggs = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=ids)}
+        try:
+            weights = utility.resolve_weights(ns.weights or None)
+        except ValueError as exc:
+            raise DomainError("bad_namespace_weights", str(exc), 409) from exc
+        now = timezone.now()
+        results = []
+        for cand in data["candidates"]:
+            obj, agg = objs[cand["object_id"]], aggs.get(cand["object_id"])
+            uses = agg.uses if agg else 0
+            util = agg.utility if agg else utility.UTILITY_START
+            hot = utility.hotness(uses, agg.last_use_at if agg else None, obj.created_at, now)
+            results.append(
+                {
+                    "object_id": str(obj.pk),
+                    "score": utility.rank_score(cand["similarity"], hot, util, weights),
+                    "similarity": cand["similarity"],
+                    "hotness": hot,
+                    "utility": util,
+                    "confidence": obj.confidence,
+                }
+            )
+        results.sort(key=lambda r: (-r["score"], r["object_id"]))
+        return Response({"namespace": ns.name, "results": results})
+
+
+class DetectView(APIView):
+    roles = {"POST": ANY_ROLE}
+
+    @extend_schema(request=serializers.DetectIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """REFERENCED or UNUSED per object from the response text (LOW reliability, §2)."""
+        data = validated(serializers.DetectIn, request.data)
+        if not data["response_text"].strip():
+            raise ValidationError({"response_text": ["This field may not be blank."]})
+        ids = list(dict.fromkeys(data["object_ids"]))
+        objs = {
+            o.pk: o
+            for o in MemoryObject.objects.select_related("namespace").filter(pk__in=ids)
+            if request.auth.can_see(o.namespace.name)
+        }
+        missing = [str(i) for i in ids if i not in objs]
+        if missing:
+            raise DomainError(
+                "unknown_object",
+                "Some objects are unknown.",
+                400,
+                {"object_ids": [f"Unknown object {i}." for i in missing[:20]]},
+            )
+        found = detection.analyse(
+            data["response_text"],
+            [detection.DetectionInput(str(i), objs[i].content) for i in ids],
+        )
+        return Response(
+            {
+                "results": [
+                    {
+                        "object_id": d.object_id,
+                        "signal_type": d.signal_type,
+                        "score": d.score,
+                        "reason": d.reason,
+                    }
+                    for d in found
+                ]
+            }
+        )
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+SESSION_COLUMNS = [
+    "id",
+    "session_id",
+    "request_id",
+    "ts",
+    "outcome",
+    "namespace_scope",
+    "context_budget",
+    "tokens_used",
+    "injections",
+    "signals",
+    "unused",
+    "session_str_mean",
+]
+AGGREGATE_COLUMNS = [
+    "object_id",
+    "epistemic_type",
+    "confidence",
+    "pinned",
+    "total_injections",
+    "total_referenced",
+    "total_confirmed",
+    "total_task_completed",
+    "total_corrected",
+    "total_unused",
+    "usage_ratio",
+    "last_positive_signal",
+    "last_negative_signal",
+    "lifetime_gamma_applied",
+    "lifetime_delta_applied",
+    "unused_streak",
+    "utility",
+    "uses",
+    "content",
+]
+
+
+def _session_rows(ns):
+    qs = FeedbackSession.objects.filter(scopes__namespace=ns).order_by("ts", "id")
+    for s in qs.values_list("record", flat=True).iterator(chunk_size=2000):
+        yield [
+            s["id"],
+            s["session_id"],
+            s["request_id"],
+            s["ts"],
+            s["outcome"] or "",
+            " ".join(s["namespace_scope"]),
+            s["context_budget"],
+            s["tokens_used"],
+            len(s["injected_object_ids"]),
+            len(s["signals"]),
+            len(s["unused_ids"]),
+            "" if s["session_str_mean"] is None else repr(s["session_str_mean"]),
+        ]
+
+
+def _aggregate_rows(ns):
+    qs = (
+        FeedbackAggregate.objects.filter(namespace=ns)
+        .select_related("object")
+        .order_by("object_id")
+    )
+    for a in qs.iterator(chunk_size=2000):
+        o = a.object
+        yield [
+            o.pk,
+            o.epistemic_type,
+            repr(o.confidence),
+            o.pinned,
+            a.total_injections,
+            a.total_referenced,
+            a.total_confirmed,
+            a.total_task_completed,
+            a.total_corrected,
+            a.total_unused,
+            "" if a.usage_ratio is None else repr(a.usage_ratio),
+            iso(a.last_positive_signal) or "",
+            iso(a.last_negative_signal) or "",
+            repr(a.lifetime_gamma_applied),
+            repr(a.lifetime_delta_applied),
+            a.unused_streak,
+            repr(a.utility),
+            a.uses,
+            o.content,
+        ]
+
+
+class ExportView(APIView):
+    roles = {"GET": ANY_ROLE}
+    exports = {
+        "sessions": (SESSION_COLUMNS, _session_rows),
+        "aggregates": (AGGREGATE_COLUMNS, _aggregate_rows),
+    }
+
+    @extend_schema(operation_id="export_csv", responses={200: OpenApiTypes.STR})
+    def get(self, request, kind: str):
+        if kind not in self.exports:
+            raise NotFound("No such export.")
+        ns = namespace_param(request)
+        columns, rows = self.exports[kind]
+        writer = csv.writer(_Echo())
+
+        def stream():
+            yield writer.writerow(columns)
+            for row in rows(ns):
+                yield writer.writerow(row)
+
+        response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{ns.name}-{kind}.csv"'
+        return response

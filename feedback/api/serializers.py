@@ -1,0 +1,72 @@
+"""Input serializers of the feedback API (API.md bodies)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from feedback.utility import OUTCOMES
+from rms import policy
+from rms.api.serializers import (
+    FiniteFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+    choice,
+    tag_list,
+)
+
+MAX_ENTRIES = 1000
+
+
+class InjectionIn(StrictSerializer):
+    object_id = serializers.UUIDField()
+    rank_position = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    representation_type = serializers.CharField(max_length=50, required=False, allow_blank=True)
+    token_cost = StrictIntegerField(min_value=1)
+    composite_score = FiniteFloatField(required=False, allow_null=True)
+    str_value = FiniteFloatField(required=False, allow_null=True)
+
+
+class SessionSignalIn(StrictSerializer):
+    object_id = serializers.UUIDField()
+    signal_type = choice(policy.SIGNAL_TYPES)
+    detection_method = choice(policy.DETECTION_METHODS, required=False)
+    actor_id = serializers.CharField(max_length=200, required=False)
+    actor_type = choice(policy.ACTOR_TYPES, required=False)
+    evidence_ids = tag_list()
+
+
+class SessionIn(StrictSerializer):
+    session_id = serializers.CharField(max_length=200)
+    request_id = serializers.CharField(max_length=200)
+    namespace_scope = serializers.ListField(
+        child=serializers.CharField(max_length=100), min_length=1, max_length=50
+    )
+    context_budget = StrictIntegerField(min_value=0)
+    tokens_used = StrictIntegerField(min_value=0)
+    context_text = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
+    context_tags = tag_list()
+    outcome = choice(OUTCOMES, required=False, allow_null=True)
+    ts = serializers.DateTimeField(required=False)
+    injections = serializers.ListField(child=InjectionIn(), max_length=MAX_ENTRIES, required=False)
+    signals = serializers.ListField(child=SessionSignalIn(), max_length=MAX_ENTRIES, required=False)
+
+    def validate(self, attrs):
+        attrs.setdefault("injections", [])
+        attrs.setdefault("signals", [])
+        attrs["namespace_scope"] = list(dict.fromkeys(attrs["namespace_scope"]))
+        return attrs
+
+
+class RankCandidateIn(StrictSerializer):
+    object_id = serializers.UUIDField()
+    similarity = FiniteFloatField(min_value=0.0, max_value=1.0)
+
+
+class RankIn(StrictSerializer):
+    namespace = serializers.CharField(max_length=100)
+    candidates = serializers.ListField(child=RankCandidateIn(), min_length=1, max_length=1000)
+
+
+class DetectIn(StrictSerializer):
+    response_text = serializers.CharField(max_length=200_000)
+    object_ids = serializers.ListField(child=serializers.UUIDField(), min_length=1, max_length=200)

@@ -1,0 +1,425 @@
+"""Feedback-session ingestion (SPEC §7): one engine for the single and the batch endpoint.
+
+A call is one transaction. It locks every object any of its sessions touches, once and in
+primary-key order, then processes the sessions in order in memory. Each session is checked in
+full before anything of it is applied, so a bad session is answered with its error and leaves
+nothing behind while the others go ahead. Everything is then written with a few bulk inserts.
+
+Idempotency: ``(client, request_id)`` is unique. A retry with the same body answers 200 with
+the stored record, a changed body 409. Two requests racing with the same key: the loser's
+transaction fails on the unique key, is rolled back and re-run, and then answers from the
+winner's record; that is the only retry this module makes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from statistics import fmean
+
+from django.db import IntegrityError, transaction
+
+from feedback import aggregates
+from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
+from feedback.services import AggregateStore, signal_record_row
+from rms import oplog, policy
+from rms import services as core
+from rms.api.errors import error_body
+from rms.errors import DomainError
+from rms.locks import lock_objects
+from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation
+from rms.replay import iso
+
+MAX_BATCH = 500
+AUTO_UNUSED_METHOD = "injection_tracking"  # the service's own deterministic injection tracking
+RACE_RETRIES = 3
+
+
+@dataclass
+class Item:
+    """One session body: validated ``data`` (or an ``error``) and its canonical-JSON hash."""
+
+    data: dict | None
+    body_hash: str
+    error: tuple[int, dict] | None = None
+    result: tuple[int, dict] | None = None
+    duplicate_of: Item | None = None
+
+
+def failure(exc: DomainError) -> tuple[int, dict]:
+    return exc.status, error_body(exc.code, exc.message, exc.fields)
+
+
+def conflict(request_id: str) -> tuple[int, dict]:
+    return failure(
+        DomainError(
+            "idempotency_mismatch",
+            f"request_id {request_id!r} was already used with a different body.",
+            409,
+        )
+    )
+
+
+@dataclass
+class Writes:
+    """Rows built in memory during a call and inserted at its end."""
+
+    sessions: list[FeedbackSession] = field(default_factory=list)
+    scopes: list[SessionNamespace] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)
+    injections: list[InjectionEvent] = field(default_factory=list)
+    signals: list[SignalRecord] = field(default_factory=list)
+    touched: dict = field(default_factory=dict)
+
+
+OBJECT_FIELDS = [
+    "epistemic_type",
+    "decay_profile",
+    "confidence",
+    "salience_base",
+    "condition_state",
+    "reinforcement_boost",
+    "reinforcement_count",
+    "last_reinforced_at",
+    "pinned",
+    "evidence_ids",
+    "version",
+    "head_hash",
+    "last_op_ts",
+]
+
+
+def record_sessions(*, client: ApiClient, items: list[Item]) -> list[tuple[int, dict]]:
+    """Process session bodies in order; returns (status, record or error body) per item."""
+    pending = [item for item in items if item.error is None]
+    for attempt in range(RACE_RETRIES):
+        for item in pending:
+            item.result = None
+        try:
+            _record(client, pending)
+            break
+        except IntegrityError:
+            if attempt == RACE_RETRIES - 1:
+                raise
+    return [item.error or item.result for item in items]
+
+
+def _record(client: ApiClient, pending: list[Item]) -> None:
+    with transaction.atomic():
+        request_ids = {item.data["request_id"] for item in pending}
+        stored = {
+            s.request_id: s
+            for s in FeedbackSession.objects.filter(client=client, request_id__in=request_ids)
+        }
+        first: dict[str, Item] = {}
+        todo: list[Item] = []
+        for item in pending:
+            request_id = item.data["request_id"]
+            previous = stored.get(request_id)
+            if previous is not None:
+                same = previous.body_hash == item.body_hash
+                item.result = (200, previous.record) if same else conflict(request_id)
+            elif request_id in first:
+                item.duplicate_of = first[request_id]
+            else:
+                first[request_id] = item
+                todo.append(item)
+
+        names = {name for item in todo for name in item.data["namespace_scope"]}
+        namespaces = {ns.name: ns for ns in Namespace.objects.filter(name__in=names)}
+        object_ids = {
+            entry["object_id"]
+            for item in todo
+            for key in ("injections", "signals")
+            for entry in item.data[key]
+        }
+        objects = lock_objects(object_ids)
+        tallies = core.TallyStore(
+            (entry["object_id"], item.data["session_id"])
+            for item in todo
+            for entry in item.data["signals"]
+            if entry["object_id"] in objects
+        )
+        store = AggregateStore(list(objects.values()))
+        writes = Writes()
+        for item in todo:
+            try:
+                ts = _check(client, item.data, objects, namespaces)
+            except DomainError as exc:
+                item.result = failure(exc)
+                continue
+            item.result = (
+                201,
+                _apply(client, item, ts, objects, namespaces, tallies, store, writes),
+            )
+
+        for item in pending:
+            if item.duplicate_of is not None:
+                original = item.duplicate_of
+                if original.body_hash != item.body_hash:
+                    item.result = conflict(item.data["request_id"])
+                elif original.result[0] == 201:
+                    item.result = (200, original.result[1])
+                else:
+                    item.result = original.result
+
+        _flush(writes, tallies, store)
+
+
+def _check(client: ApiClient, data: dict, objects: dict, namespaces: dict) -> datetime:
+    """Everything that can refuse a session, before any of it is applied; returns its ts."""
+    scope = data["namespace_scope"]
+    for name in scope:
+        if not client.can_see(name):
+            raise DomainError("forbidden", f"You may not write to namespace {name!r}.", 403)
+        if name not in namespaces:
+            raise DomainError(
+                "unknown_namespace",
+                f"Namespace {name!r} does not exist.",
+                400,
+                {"namespace_scope": [f"Unknown namespace {name!r}."]},
+            )
+    fields: dict[str, list[str]] = {}
+    injected = set()
+    for i, inj in enumerate(data["injections"]):
+        if inj["object_id"] in injected:
+            fields[f"injections.{i}.object_id"] = ["Injected twice in this session."]
+        injected.add(inj["object_id"])
+    unused_seen = set()
+    for key in ("injections", "signals"):
+        for i, entry in enumerate(data[key]):
+            obj = objects.get(entry["object_id"])
+            if obj is None or obj.namespace.name not in scope:
+                fields[f"{key}.{i}.object_id"] = ["Unknown object, or outside namespace_scope."]
+            if key == "signals":
+                try:
+                    core.validate_client_signal(entry["signal_type"], entry.get("detection_method"))
+                except DomainError as exc:
+                    for name, messages in (exc.fields or {}).items():
+                        fields[f"signals.{i}.{name}"] = messages
+                if entry["signal_type"] == "UNUSED":
+                    if entry["object_id"] in unused_seen:
+                        fields[f"signals.{i}.signal_type"] = ["At most one UNUSED per object."]
+                    unused_seen.add(entry["object_id"])
+    if fields:
+        raise DomainError("validation_error", "The feedback session is invalid.", 400, fields)
+    touched = {objects[e["object_id"]] for k in ("injections", "signals") for e in data[k]}
+    return core.resolve_ts(data.get("ts"), [obj.last_op_ts for obj in touched])
+
+
+def _apply(
+    client: ApiClient,
+    item: Item,
+    ts: datetime,
+    objects: dict,
+    namespaces: dict,
+    tallies: core.TallyStore,
+    store: AggregateStore,
+    writes: Writes,
+) -> dict:
+    data = item.data
+    session_pk = uuid.uuid4()
+    request_id = data["request_id"]
+    session_id = data["session_id"]
+    system = core.Actor.of(client)
+    extra = {"request_id": request_id, "feedback_session_id": str(session_pk)}
+    session = FeedbackSession(
+        id=session_pk,
+        client=client,
+        request_id=request_id,
+        body_hash=item.body_hash,
+        session_id=session_id,
+        ts=ts,
+        namespace_scope=list(data["namespace_scope"]),
+        context_budget=data["context_budget"],
+        tokens_used=data["tokens_used"],
+        context_text=data.get("context_text") or "",
+        context_tags=list(data.get("context_tags") or []),
+        outcome=data.get("outcome"),
+        head_hash=GENESIS_HASH,
+        last_op_ts=ts,
+    )
+
+    injected: dict = {}
+    str_values: list[float] = []
+    for inj in data["injections"]:
+        obj = objects[inj["object_id"]]
+        composite = inj.get("composite_score")
+        str_value = inj.get("str_value")
+        if str_value is None and composite is not None:
+            str_value = composite / inj["token_cost"]
+        if str_value is not None:
+            str_values.append(str_value)
+        payload = {
+            "session_id": session_id,
+            "request_id": request_id,
+            "feedback_session_id": str(session_pk),
+            "object_id": str(obj.pk),
+            "rank_position": inj.get("rank_position"),
+            "representation_type": inj.get("representation_type") or "",
+            "token_cost": inj["token_cost"],
+            "composite_score": composite,
+            "str_value": str_value,
+            "injection_ts": iso(ts),
+        }
+        writes.ops.append(
+            oplog.injection_event(
+                obj, ts=ts, payload=payload, actor_id=system.id, actor_type=system.type
+            )
+        )
+        aggregates.on_injection(store.get(obj.pk))
+        row = InjectionEvent(
+            session=session,
+            object=obj,
+            namespace_id=obj.namespace_id,
+            ts=ts,
+            rank_position=inj.get("rank_position"),
+            representation_type=payload["representation_type"],
+            token_cost=inj["token_cost"],
+            composite_score=composite,
+            str_value=str_value,
+        )
+        writes.injections.append(row)
+        injected[obj.pk] = row
+        writes.touched[obj.pk] = obj
+
+    received: dict = defaultdict(list)
+    out_signals: list[dict] = []
+
+    def apply(obj: MemoryObject, signal: policy.Signal, automatic: bool) -> core.SignalResult:
+        result = core.signal_ops(obj, signal, tallies, extra=extra)
+        writes.ops.append(result.feedback_op)
+        if result.change_op is not None:
+            writes.ops.append(result.change_op)
+        base, effective = core.weights_of(result.outcome, signal)
+        aggregates.on_signal(store.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+        writes.signals.append(signal_record_row(obj, result, session=session, automatic=automatic))
+        received[obj.pk].append(signal.signal_type)
+        writes.touched[obj.pk] = obj
+        return result
+
+    for entry in data["signals"]:
+        obj = objects[entry["object_id"]]
+        actor = core.Actor.of(client, entry.get("actor_id"), entry.get("actor_type"))
+        signal = policy.Signal(
+            signal_type=entry["signal_type"],
+            detection_method=policy.resolve_detection_method(
+                entry["signal_type"], entry.get("detection_method")
+            ),
+            actor_id=actor.id,
+            actor_type=actor.type,
+            session_id=session_id,
+            ts=ts,
+            evidence_ids=tuple(entry.get("evidence_ids") or ()),
+        )
+        out_signals.append(signal_out(obj, apply(obj, signal, automatic=False)))
+
+    unused_ids = [str(pk) for pk in injected if received[pk] == ["UNUSED"]]
+    for pk in injected:
+        if not received[pk]:
+            signal = policy.Signal(
+                signal_type="UNUSED",
+                detection_method=AUTO_UNUSED_METHOD,
+                actor_id=system.id,
+                actor_type=system.type,
+                session_id=session_id,
+                ts=ts,
+            )
+            apply(objects[pk], signal, automatic=True)
+            unused_ids.append(str(pk))
+
+    outcome = data.get("outcome")
+    for pk, row in injected.items():
+        types = received[pk]
+        row.ended_unused = all(t == "UNUSED" for t in types)
+        aggregates.on_session_end(store.get(pk), signal_types=types, outcome=outcome, ts=ts)
+
+    has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
+    record = {
+        "id": str(session_pk),
+        "session_id": session_id,
+        "request_id": request_id,
+        "ts": iso(ts),
+        "namespace_scope": session.namespace_scope,
+        "context_budget": session.context_budget,
+        "tokens_used": session.tokens_used,
+        "context_tags": session.context_tags,
+        "outcome": outcome,
+        "injected_object_ids": [str(pk) for pk in injected],
+        "signals": out_signals,
+        "unused_ids": unused_ids,
+        "session_str_mean": fmean(str_values) if str_values else None,
+    }
+    session.record = record
+    payload = {k: v for k, v in record.items() if k not in ("id", "ts")}
+    payload["context_text"] = session.context_text
+    writes.ops.append(
+        oplog.append(
+            session,
+            target_type=oplog.TARGET_SESSION,
+            namespace=session.namespace_scope[0],
+            op_type="FEEDBACK_SESSION",
+            ts=ts,
+            payload=payload,
+            actor_id=system.id,
+            actor_type=system.type,
+            session_id=session_id,
+            policy_version=policy.POLICY_VERSION,
+        )
+    )
+    writes.sessions.append(session)
+    for name in session.namespace_scope:
+        writes.scopes.append(
+            SessionNamespace(
+                session=session,
+                namespace=namespaces[name],
+                ts=ts,
+                context_budget=session.context_budget,
+                has_corrected=has_corrected,
+            )
+        )
+    return record
+
+
+def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
+    """A signal as the session record lists it (API.md)."""
+    signal, payload = result.signal, result.feedback_op.payload
+    out = {
+        "signal_type": signal.signal_type,
+        "object_id": str(obj.pk),
+        "detection_method": signal.detection_method,
+        "reliability_class": payload["reliability_class"],
+        "effect": result.effect,
+        "operation_id": str(result.operation.id),
+    }
+    kind = policy.SIGNALS[signal.signal_type].kind
+    if kind == policy.POSITIVE:
+        out["applied_gamma"] = payload["base_weight"]
+        out["effective_gamma"] = payload["effective_weight"]
+    elif kind == policy.NEGATIVE:
+        out["applied_delta"] = payload["base_weight"]
+        out["effective_delta"] = payload["effective_weight"]
+    if result.outcome.reason:
+        out["reason"] = result.outcome.reason
+    return out
+
+
+def _flush(writes: Writes, tallies: core.TallyStore, store: AggregateStore) -> None:
+    if not writes.sessions:
+        return
+    FeedbackSession.objects.bulk_create(writes.sessions, batch_size=500)
+    SessionNamespace.objects.bulk_create(writes.scopes, batch_size=1000)
+    # Operation rows go in list order, so seq follows each chain's order.
+    Operation.objects.bulk_create(writes.ops, batch_size=1000)
+    InjectionEvent.objects.bulk_create(writes.injections, batch_size=1000)
+    SignalRecord.objects.bulk_create(writes.signals, batch_size=1000)
+    MemoryObject.objects.bulk_update(list(writes.touched.values()), OBJECT_FIELDS, batch_size=500)
+    tallies.flush()
+    store.flush()
+
+
+def record_one(*, client: ApiClient, data: dict, body_hash: str) -> tuple[int, dict]:
+    """The single endpoint: a batch of one."""
+    return record_sessions(client=client, items=[Item(data, body_hash)])[0]
