@@ -24,12 +24,12 @@ from django.db import IntegrityError, transaction
 from feedback import aggregates
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
-from rms import oplog, policy
+from rms import bulk, oplog, policy
 from rms import services as core
 from rms.api.errors import error_body
 from rms.errors import DomainError
 from rms.locks import lock_objects
-from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation
+from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation, new_row
 from rms.replay import iso
 
 MAX_BATCH = 500
@@ -270,9 +270,11 @@ def _apply(
             )
         )
         aggregates.on_injection(store.get(obj.pk))
-        row = InjectionEvent(
-            session=session,
-            object=obj,
+        row = new_row(
+            InjectionEvent,
+            id=None,
+            session_id=session_pk,
+            object_id=obj.pk,
             namespace_id=obj.namespace_id,
             ts=ts,
             rank_position=inj.get("rank_position"),
@@ -280,6 +282,7 @@ def _apply(
             token_cost=inj["token_cost"],
             composite_score=composite,
             str_value=str_value,
+            ended_unused=False,
         )
         writes.injections.append(row)
         injected[obj.pk] = row
@@ -409,13 +412,13 @@ def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
 def _flush(writes: Writes, tallies: core.TallyStore, store: AggregateStore) -> None:
     if not writes.sessions:
         return
-    FeedbackSession.objects.bulk_create(writes.sessions, batch_size=500)
-    SessionNamespace.objects.bulk_create(writes.scopes, batch_size=1000)
+    bulk.insert(FeedbackSession, writes.sessions)
+    bulk.insert(SessionNamespace, writes.scopes)
     # Operation rows go in list order, so seq follows each chain's order.
-    Operation.objects.bulk_create(writes.ops, batch_size=1000)
-    InjectionEvent.objects.bulk_create(writes.injections, batch_size=1000)
-    SignalRecord.objects.bulk_create(writes.signals, batch_size=1000)
-    MemoryObject.objects.bulk_update(list(writes.touched.values()), OBJECT_FIELDS, batch_size=500)
+    bulk.insert(Operation, writes.ops)
+    bulk.insert(InjectionEvent, writes.injections)
+    bulk.insert(SignalRecord, writes.signals)
+    bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)
     tallies.flush()
     store.flush()
 

@@ -13,10 +13,10 @@ from django.db import IntegrityError, transaction
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
 from feedback.selectors import aggregate_from_row
-from rms import policy
+from rms import bulk, policy
 from rms import services as core
 from rms.errors import DomainError
-from rms.models import ApiClient, IdempotencyRecord, Operation
+from rms.models import ApiClient, IdempotencyRecord, Operation, new_row
 
 SIGNAL_SCOPE = "signal"
 
@@ -24,9 +24,11 @@ SIGNAL_SCOPE = "signal"
 def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic=False):
     """The per-signal FEEDBACK_EVENT record (SPEC §2): detection, weights and effect."""
     payload, signal = result.feedback_op.payload, result.signal
-    return SignalRecord(
-        feedback_session=session,
-        object=obj,
+    return new_row(
+        SignalRecord,
+        id=None,
+        feedback_session_id=None if session is None else session.pk,
+        object_id=obj.pk,
         namespace_id=obj.namespace_id,
         operation_id=result.feedback_op.id,
         ts=signal.ts,
@@ -72,10 +74,8 @@ class AggregateStore:
             for field in aggregates.FIELDS:
                 setattr(row, field, getattr(agg, field))
             row.usage_ratio = agg.usage_ratio
-        if new:
-            FeedbackAggregate.objects.bulk_create(new)
-        if old:
-            FeedbackAggregate.objects.bulk_update(old, [*aggregates.FIELDS, "usage_ratio"])
+        bulk.insert(FeedbackAggregate, new)
+        bulk.update(FeedbackAggregate, old, [*aggregates.FIELDS, "usage_ratio"])
 
 
 def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:

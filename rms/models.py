@@ -9,10 +9,20 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models.base import ModelState
 
 from rms import policy
 
 GENESIS_HASH = "0" * 64
+
+
+def new_row(model, **values):
+    """An unsaved instance for bulk inserts, built without ``Model.__init__``'s per-field
+    descriptor work (a hot path: one per operation). Every concrete field must be given."""
+    obj = model.__new__(model)
+    obj._state = ModelState()
+    obj.__dict__.update(values)
+    return obj
 
 
 def _choices(values) -> list[tuple[str, str]]:

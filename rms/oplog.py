@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from rms import policy
-from rms.models import MemoryObject, Operation
+from rms.models import MemoryObject, Operation, new_row
 from rms.replay import iso, snapshot
 
 TARGET_OBJECT = "memory_object"
@@ -21,8 +21,12 @@ TARGET_SESSION = "feedback_session"
 TARGET_RELATIONSHIP = "relationship"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False) (SPEC §6)."""
+    return _CANONICAL.encode(value)
 
 
 def hash_row(prev_hash: str, row: dict) -> str:
@@ -72,9 +76,34 @@ def append(
     state: dict | None = None,
     policy_version: str = "",
 ) -> Operation:
-    """Build the next operation on ``target``'s chain and move the chain head."""
-    op = Operation(
-        id=uuid.uuid4(),
+    """Build the next operation on ``target``'s chain and move the chain head.
+
+    The payload and state are encoded once: the same canonical texts make the hashed row and
+    are what ``rms.bulk`` writes, so the hot path never encodes them twice.
+    """
+    op_id = uuid.uuid4()
+    prev_hash = target.head_hash
+    payload_json = canonical_json(payload)
+    state_json = "null" if state is None else canonical_json(state)
+    row_json = _ROW_TEMPLATE.format(
+        actor_id=_dumps(actor_id),
+        actor_type=_dumps(actor_type),
+        id=_dumps(str(op_id)),
+        namespace=_dumps(namespace),
+        op_type=_dumps(op_type),
+        payload=payload_json,
+        policy_version=_dumps(policy_version),
+        prev_hash=_dumps(prev_hash),
+        session_id=_dumps(session_id),
+        state=state_json,
+        target_id=_dumps(str(target.pk)),
+        target_type=_dumps(target_type),
+        ts=_dumps(iso(ts)),
+    )
+    op = new_row(
+        Operation,
+        seq=None,
+        id=op_id,
         ts=ts,
         op_type=op_type,
         target_type=target_type,
@@ -86,12 +115,25 @@ def append(
         payload=payload,
         policy_version=policy_version,
         state=state,
-        prev_hash=target.head_hash,
+        prev_hash=prev_hash,
+        hash=hashlib.sha256((prev_hash + row_json).encode()).hexdigest(),
+        _json_payload=payload_json,
+        _json_state=None if state is None else state_json,
     )
-    op.hash = operation_hash(op)
     target.head_hash = op.hash
     target.last_op_ts = ts
     return op
+
+
+_dumps = json.JSONEncoder(allow_nan=False).encode
+# canonical_json(row_for_hash(op)) spelled out in sorted-key order, so the row is hashed without
+# re-encoding payload and state; test_oplog checks the two agree.
+_ROW_TEMPLATE = (
+    '{{"actor_id":{actor_id},"actor_type":{actor_type},"id":{id},"namespace":{namespace},'
+    '"op_type":{op_type},"payload":{payload},"policy_version":{policy_version},'
+    '"prev_hash":{prev_hash},"session_id":{session_id},"state":{state},'
+    '"target_id":{target_id},"target_type":{target_type},"ts":{ts}}}'
+)
 
 
 def _object_op(

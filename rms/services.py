@@ -16,7 +16,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from rms import oplog, policy
+from rms import bulk, oplog, policy
 from rms.errors import DomainError, Forbidden, NotFound
 from rms.locks import lock_objects
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
@@ -344,12 +344,8 @@ class TallyStore:
 
     def flush(self) -> None:
         rows = [self._rows[k] for k in self._dirty]
-        new = [r for r in rows if r.pk is None]
-        old = [r for r in rows if r.pk is not None]
-        if new:
-            SessionTally.objects.bulk_create(new)
-        if old:
-            SessionTally.objects.bulk_update(old, ["gamma_total", "repeats"])
+        bulk.insert(SessionTally, [r for r in rows if r.pk is None])
+        bulk.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
         self._dirty.clear()
 
 

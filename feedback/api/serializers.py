@@ -15,13 +15,16 @@ from rms.api.serializers import (
 )
 
 MAX_ENTRIES = 1000
+MAX_INT = 2_147_483_647  # the columns are 32-bit integers
 
 
 class InjectionIn(StrictSerializer):
     object_id = serializers.UUIDField()
-    rank_position = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    rank_position = StrictIntegerField(
+        min_value=1, max_value=MAX_INT, required=False, allow_null=True
+    )
     representation_type = serializers.CharField(max_length=50, required=False, allow_blank=True)
-    token_cost = StrictIntegerField(min_value=1)
+    token_cost = StrictIntegerField(min_value=1, max_value=MAX_INT)
     composite_score = FiniteFloatField(required=False, allow_null=True)
     str_value = FiniteFloatField(required=False, allow_null=True)
 
@@ -41,8 +44,8 @@ class SessionIn(StrictSerializer):
     namespace_scope = serializers.ListField(
         child=serializers.CharField(max_length=100), min_length=1, max_length=50
     )
-    context_budget = StrictIntegerField(min_value=0)
-    tokens_used = StrictIntegerField(min_value=0)
+    context_budget = StrictIntegerField(min_value=0, max_value=MAX_INT)
+    tokens_used = StrictIntegerField(min_value=0, max_value=MAX_INT)
     context_text = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
     context_tags = tag_list()
     outcome = choice(OUTCOMES, required=False, allow_null=True)

@@ -205,3 +205,13 @@ def test_omitted_ts_after_a_future_dated_chain_is_the_latest(client_api, setting
     send(client_api.row, obj, session_id="s-2")
     ops = list(Operation.objects.filter(target_id=obj.pk).order_by("seq"))
     assert ops[-1].ts == datetime(2099, 1, 1, tzinfo=UTC)
+
+
+def test_hash_template_equals_canonical_json_of_the_row(client_api):
+    """oplog.append spells the canonical row out by hand for speed; it must be the same text."""
+    from rms.oplog import operation_hash
+
+    obj = make_object(client_api.row, evidence_ids=["é", 'q"uote'], content="naïve \u2028 text")
+    send(client_api.row, obj, actor_id="ünï", evidence_ids=["x"])
+    for op in Operation.objects.filter(target_id=obj.pk):
+        assert operation_hash(op) == op.hash
