@@ -43,6 +43,10 @@ class Aggregate:
     utility: float = UTILITY_START
     uses: int = 0
     last_use_at: datetime | None = None
+    # Sessions ever closed with only UNUSED for the object, and that count at its last
+    # IGNORED_CHECK: the sweep examines an object again only when the first has grown (SPEC §9).
+    unused_sessions: int = 0
+    checked_unused_sessions: int = 0
 
     @property
     def usage_ratio(self) -> float | None:
@@ -96,8 +100,14 @@ def on_session_end(
     """
     if all(t == "UNUSED" for t in signal_types):
         agg.unused_streak += 1
+        agg.unused_sessions += 1
     used = is_used(signal_types)
     if used:
         agg.uses += 1
         agg.last_use_at = ts
     agg.utility = utility_update(agg.utility, used, outcome)
+
+
+def on_ignored_check(agg: Aggregate, unused_sessions: int) -> None:
+    """An IGNORED_CHECK examined the object when it had ``unused_sessions`` (SPEC §9)."""
+    agg.checked_unused_sessions = unused_sessions

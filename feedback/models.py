@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 from rms.models import MemoryObject, Namespace
@@ -32,6 +34,8 @@ class FeedbackAggregate(models.Model):
     utility = models.FloatField(default=0.5)
     uses = models.PositiveIntegerField(default=0)
     last_use_at = models.DateTimeField(null=True, blank=True)
+    unused_sessions = models.PositiveIntegerField(default=0)
+    checked_unused_sessions = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -150,3 +154,50 @@ class SignalRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.signal_type} on {self.object_id}"
+
+
+class TaskRun(models.Model):
+    """A worker task started from the API or the dashboard, with its state stored here so it
+    survives restarts (API.md tasks). Claimed with a compare-and-swap on ``state``."""
+
+    QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
+    STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=40)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=10, default=QUEUED)
+    progress = models.FloatField(default=0.0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "created_at"], name="task_kind_created")]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.state}"
+
+
+class MetricSnapshot(models.Model):
+    """The four metrics of a namespace at one moment (SPEC §10), taken on beat for trends."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    window_hours = models.PositiveIntegerField()
+    metrics = models.JSONField()
+    warnings = models.JSONField(default=list)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "ts"], name="snap_ns_ts")]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "ts", "window_hours"], name="snap_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} @ {self.ts}"

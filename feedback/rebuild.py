@@ -18,7 +18,7 @@ from feedback.models import FeedbackAggregate
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
-OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "FEEDBACK_SESSION")
+OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "FEEDBACK_SESSION", "IGNORED_CHECK")
 
 
 def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | None = None) -> dict:
@@ -48,6 +48,9 @@ def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | No
                 aggregates.on_signal(
                     a, payload["signal_type"], payload["effect"], payload["effective_weight"], ts
                 )
+        elif op_type == "IGNORED_CHECK":
+            if (a := agg(target_id)) is not None:
+                aggregates.on_ignored_check(a, payload["unused_sessions"])
         else:
             _session_end(payload, ts, agg)
         if progress is not None and n % CHUNK == 0:
