@@ -235,3 +235,40 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.request_id}"
+
+
+class Relationship(models.Model):
+    """An edge between two memory objects with Beta-Binomial confidence (SPEC §13).
+
+    α and β are the posterior after every EDGE_EVIDENCE operation on the edge's own chain.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="+")
+    source = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="edges_out")
+    target = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="edges_in")
+    relation = models.CharField(max_length=100)
+    extraction_context = models.CharField(max_length=16)
+    alpha = models.FloatField()
+    beta = models.FloatField()
+    corroborations = models.PositiveIntegerField(default=0)
+    contradictions = models.PositiveIntegerField(default=0)
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+    last_corroborated_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    last_op_ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "target", "relation"], name="edge_source_target_relation"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["namespace", "extraction_context"], name="edge_ns_context"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} -{self.relation}-> {self.target_id}"

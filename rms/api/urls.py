@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from rms.api import views
+from rms.api import edges, views
 
 urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),
@@ -35,6 +35,24 @@ urlpatterns = [
         views.ObjectTransitionView.as_view(),
         name="object-transition",
     ),
+    path(
+        "objects/<str:object_id>/relationships",
+        edges.ObjectRelationshipsView.as_view(),
+        name="object-relationships",
+    ),
+    path("relationships", edges.RelationshipListView.as_view(), name="relationships"),
+    path(
+        "relationships/<str:relationship_id>",
+        edges.RelationshipDetailView.as_view(),
+        name="relationship-detail",
+    ),
+    path(
+        "relationships/<str:relationship_id>/evidence",
+        edges.RelationshipEvidenceView.as_view(),
+        name="relationship-evidence",
+    ),
+    path("graph/expand", edges.GraphExpandView.as_view(), name="graph-expand"),
+    path("calibration", edges.CalibrationView.as_view(), name="calibration"),
     path(
         "objects/<str:object_id>/condition",
         views.ObjectConditionView.as_view(),

@@ -1,0 +1,142 @@
+"""Relationship API (API.md relationships and graph; SPEC §13)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from rms import edges, evidence
+from rms.api.permissions import ANY_ROLE, WRITERS
+from rms.api.serializers import StrictSerializer, choice
+from rms.api.views import parse_time_param, parse_uuid, validated
+from rms.errors import Forbidden, NotFound
+from rms.models import Namespace
+from rms.services import Actor, visible_object
+
+MAX_SEEDS = 100
+
+
+class RelationshipIn(StrictSerializer):
+    source = serializers.UUIDField()
+    target = serializers.UUIDField()
+    relation = serializers.CharField(max_length=100)
+    extraction_context = choice(evidence.EXTRACTION_CONTEXTS)
+    actor_id = serializers.CharField(max_length=200, required=False)
+    ts = serializers.DateTimeField(required=False)
+
+
+class EvidenceIn(StrictSerializer):
+    kind = choice(evidence.EVIDENCE_KINDS)
+    provenance = choice(evidence.PROVENANCES, required=False, allow_null=True)
+    actor_id = serializers.CharField(max_length=200, required=False)
+    ts = serializers.DateTimeField(required=False)
+
+
+def _actor(request, data):
+    return Actor.of(request.auth, data.pop("actor_id", None))
+
+
+class RelationshipListView(APIView):
+    roles = {"POST": WRITERS}
+
+    @extend_schema(request=RelationshipIn, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        data = validated(RelationshipIn, request.data)
+        actor = _actor(request, data)
+        rel = edges.relationship_create(client=request.auth, actor=actor, **data)
+        return Response(edges.relationship_out(rel, timezone.now()), status=201)
+
+
+class RelationshipDetailView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="relationships_detail",
+        responses={200: OpenApiTypes.OBJECT},
+        description="The posterior now, or as of `as_of` (effective confidence at T).",
+    )
+    def get(self, request, relationship_id: str):
+        rel = edges.visible_relationship(request.auth, parse_uuid(relationship_id))
+        as_of = parse_time_param(request, "as_of")
+        if as_of is not None:
+            return Response(edges.relationship_as_of(rel, as_of))
+        return Response(edges.relationship_out(rel, timezone.now()))
+
+
+class RelationshipEvidenceView(APIView):
+    roles = {"POST": WRITERS}
+
+    @extend_schema(request=EvidenceIn, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, relationship_id: str):
+        rel_id = parse_uuid(relationship_id)
+        data = validated(EvidenceIn, request.data)
+        actor = _actor(request, data)
+        rel = edges.relationship_evidence(
+            client=request.auth, relationship_id=rel_id, actor=actor, **data
+        )
+        return Response(edges.relationship_out(rel, timezone.now()))
+
+
+def parse_seeds(request) -> dict[uuid.UUID, float]:
+    raw = request.query_params.getlist("seed")
+    if not raw:
+        raise ValidationError({"seed": ["Give at least one seed=<object id>:<score>."]})
+    if len(raw) > MAX_SEEDS:
+        raise ValidationError({"seed": [f"At most {MAX_SEEDS} seeds."]})
+    seeds: dict[uuid.UUID, float] = {}
+    for item in raw:
+        object_id, sep, score = item.rpartition(":")
+        try:
+            value = float(score)
+            key = uuid.UUID(object_id)
+        except ValueError:
+            value, key = math.nan, None
+        if not sep or key is None or not math.isfinite(value) or value < 0:
+            raise ValidationError({"seed": [f"Malformed seed {item!r}: use <uuid>:<score ≥ 0>."]})
+        seeds[key] = max(value, seeds.get(key, 0.0))
+    return seeds
+
+
+class GraphExpandView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="graph_expand", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """One hop both ways; neighbour score = seed score × effective confidence (≥ 0.1)."""
+        results = edges.expand(request.auth, parse_seeds(request), timezone.now())
+        return Response({"results": results})
+
+
+class CalibrationView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="calibration", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Per extraction context: prior mean against the share of user/external evidence
+        that corroborated."""
+        name = request.query_params.get("namespace")
+        if not name:
+            raise ValidationError({"namespace": ["This parameter is required."]})
+        if not request.auth.can_see(name):
+            raise Forbidden(f"You may not read namespace {name!r}.")
+        ns = Namespace.objects.filter(name=name).first()
+        if ns is None:
+            raise NotFound("No such namespace.")
+        return Response({"namespace": name, "results": edges.calibration(ns)})
+
+
+class ObjectRelationshipsView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="objects_relationships", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, object_id: str):
+        obj = visible_object(request.auth, parse_uuid(object_id))
+        return Response({"results": edges.object_relationships(obj, timezone.now()), "next": None})
