@@ -142,8 +142,8 @@ def test_as_of_before_between_and_after(client_api):
     rel = edge(client_api, a, b, days_ago=30)
     evidence(client_api, rel, days_ago=20)
     evidence(client_api, rel, "contradict", days_ago=10)
-    at = lambda d: client_api.get(
-        f"/api/v1/relationships/{rel['id']}",  # noqa: E731
+    at = lambda d: client_api.get(  # noqa: E731
+        f"/api/v1/relationships/{rel['id']}",
         {"as_of": (NOW - timedelta(days=d)).isoformat()},
     )
     assert at(31).status_code == 404
