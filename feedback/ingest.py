@@ -72,6 +72,8 @@ class Writes:
     injections: list[InjectionEvent] = field(default_factory=list)
     signals: list[SignalRecord] = field(default_factory=list)
     touched: dict = field(default_factory=dict)
+    #: Injected objects whose unused streak grew in this call (the sweep trigger, SPEC §9).
+    streak_grew: set = field(default_factory=set)
 
 
 OBJECT_FIELDS = [
@@ -166,6 +168,28 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                     item.result = original.result
 
         _flush(writes, tallies, store)
+        _schedule_sweep(writes.streak_grew, objects, store)
+
+
+def _schedule_sweep(grew: set, objects: dict, store: AggregateStore) -> None:
+    """After commit, sweep the objects whose streak this call took to their namespace's
+    threshold (SPEC §9), so a penalty does not wait for the periodic sweep. Judged on the
+    aggregates at the end of the call: a later session of the batch may have reset a streak.
+    Registered inside the transaction, so a rolled-back call (or its retry) enqueues nothing."""
+    from feedback import sweep  # sweep imports this module
+
+    ids = sorted(
+        (
+            pk
+            for pk in grew
+            if sweep.is_candidate(store.get(pk), objects[pk].namespace.ignore_threshold)
+        ),
+        key=str,
+    )
+    if ids:
+        # robust: the data is committed whatever happens to the broker; a failed enqueue is
+        # logged and the periodic sweep picks the objects up.
+        transaction.on_commit(lambda: sweep.enqueue_sweep(ids), robust=True)
 
 
 def _check(client: ApiClient, data: dict, objects: dict, namespaces: dict) -> datetime:
@@ -298,7 +322,10 @@ def _apply(
             writes.ops.append(result.change_op)
         base, effective = core.weights_of(result.outcome, signal)
         aggregates.on_signal(store.get(obj.pk), signal.signal_type, result.effect, effective, ts)
-        writes.signals.append(signal_record_row(obj, result, session=session, automatic=automatic))
+        if not automatic:
+            # Automatic UNUSED stay in the log (FEEDBACK_EVENT) and in InjectionEvent.ended_unused;
+            # SignalRecord keeps what clients sent, a quarter of the rows.
+            writes.signals.append(signal_record_row(obj, result, session=session))
         received[obj.pk].append(signal.signal_type)
         writes.touched[obj.pk] = obj
         return result
@@ -338,6 +365,8 @@ def _apply(
         types = received[pk]
         row.ended_unused = all(t == "UNUSED" for t in types)
         aggregates.on_session_end(store.get(pk), signal_types=types, outcome=outcome, ts=ts)
+        if row.ended_unused:  # on_session_end grew the streak
+            writes.streak_grew.add(pk)
 
     has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
     record = {

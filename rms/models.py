@@ -190,7 +190,8 @@ class Operation(models.Model):
     """
 
     seq = models.BigAutoField(primary_key=True)
-    id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    # Not indexed: nothing looks operations up by id, and random-UUID index inserts are costly.
+    id = models.UUIDField(default=uuid.uuid4, editable=False)
     ts = models.DateTimeField()
     op_type = models.CharField(max_length=32)
     target_type = models.CharField(max_length=32)
@@ -207,7 +208,6 @@ class Operation(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["target_id", "seq"], name="op_target_seq"),
             models.Index(fields=["target_id", "ts", "seq"], name="op_target_ts"),
             models.Index(fields=["namespace", "op_type", "ts"], name="op_ns_type_ts"),
         ]

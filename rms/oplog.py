@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring_ascii
 import uuid
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,6 +20,19 @@ from rms.replay import iso, snapshot
 TARGET_OBJECT = "memory_object"
 TARGET_SESSION = "feedback_session"
 TARGET_RELATIONSHIP = "relationship"
+
+#: Operations after which an object's state is stored; the rest only move its version.
+STATE_CHANGING = frozenset(
+    {
+        "OBJECT_CREATED",
+        "REINFORCE",
+        "PENALTY",
+        "PIN",
+        "UNPIN",
+        "EPISTEMIC_TRANSITION",
+        "CONDITION_CHANGED",
+    }
+)
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -125,7 +139,12 @@ def append(
     return op
 
 
-_dumps = json.JSONEncoder(allow_nan=False).encode
+def _dumps(value: str | None) -> str:
+    """JSON of a string or None, exactly as json.dumps writes it (every non-JSON row field is a
+    string or None), via the C encoder json.dumps itself uses for strings."""
+    return "null" if value is None else encode_basestring_ascii(value)
+
+
 # canonical_json(row_for_hash(op)) spelled out in sorted-key order, so the row is hashed without
 # re-encoding payload and state; test_oplog checks the two agree.
 _ROW_TEMPLATE = (
@@ -147,7 +166,9 @@ def _object_op(
     session_id: str | None = None,
     policy_version: str = "",
 ) -> Operation:
-    """Every operation on an object's chain bumps its version and stores the state after it."""
+    """Every operation on an object's chain bumps its version; those that change the object's
+    state also store the full state after it (SPEC §6), the others (injections, feedback events,
+    sweep checks) record facts only, which keeps the hot ingestion path lean."""
     obj.version += 1
     return append(
         obj,
@@ -159,7 +180,7 @@ def _object_op(
         actor_id=actor_id,
         actor_type=actor_type,
         session_id=session_id,
-        state=snapshot(obj.to_state(), obj.version),
+        state=snapshot(obj.to_state(), obj.version) if op_type in STATE_CHANGING else None,
         policy_version=policy_version,
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import UTC, datetime
 
 from rms import policy
@@ -30,6 +31,12 @@ def iso(ts: datetime | None) -> str | None:
     """UTC, ISO 8601 to the microsecond: the one time format of hashes and snapshots."""
     if ts is None:
         return None
+    return _iso(ts)
+
+
+@lru_cache(maxsize=4096)
+def _iso(ts: datetime) -> str:
+    # Cached: a feedback session stamps dozens of operations with the same datetime.
     return ts.astimezone(UTC).isoformat(timespec="microseconds")
 
 

@@ -8,6 +8,7 @@ Celery's filesystem transport (a broker that needs no server). ``DATABASE_URL`` 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from pathlib import Path
 
 import environ
@@ -130,6 +131,14 @@ STORAGES = {
 }
 # Without collectstatic (tests, `make run`) WhiteNoise serves straight from the app folders.
 WHITENOISE_USE_FINDERS = True
+# The dashboard's charts load Plotly from the installed package, never from a CDN: found
+# without importing plotly (settings stay cheap), served at static/vendor/plotly/plotly.min.js.
+_plotly_spec = importlib.util.find_spec("plotly")
+STATICFILES_DIRS = (
+    [("vendor/plotly", str(Path(_plotly_spec.submodule_search_locations[0]) / "package_data"))]
+    if _plotly_spec and _plotly_spec.submodule_search_locations
+    else []
+)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "/accounts/login/"
@@ -188,7 +197,11 @@ else:
 # --- Celery -----------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
 CELERY_BROKER_IS_EMBEDDED = CELERY_BROKER_URL.startswith("filesystem://")
-CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+CELERY_TASK_TIME_LIMIT = env.int("RMS_TASK_TIME_LIMIT", default=3600)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("RMS_TASK_SOFT_TIME_LIMIT", default=3300)
+# Redis redelivers an unacknowledged message after the visibility timeout: keep it past the hard
+# time limit, so a task still running is never handed to a second worker.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
 if CELERY_BROKER_IS_EMBEDDED:
     _queue_dir = VAR_DIR / "celery" / "queue"
     _processed_dir = VAR_DIR / "celery" / "processed"
@@ -208,12 +221,37 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = env.int("RMS_TASK_TIME_LIMIT", default=3600)
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("RMS_TASK_SOFT_TIME_LIMIT", default=3300)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict = {}
+
+
+def _seconds(name: str, default: int) -> int:
+    try:
+        value = env.int(name, default=default)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a whole number of seconds") from exc
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be a positive number of seconds, got {value}")
+    return value
+
+
+RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
+RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
+# A beat message not started within its interval is dropped (the next one does the same work),
+# so a worker back from an outage does not run a backlog of identical sweeps.
+CELERY_BEAT_SCHEDULE: dict = {
+    "ignored-sweep": {
+        "task": "feedback.tasks.sweep_all",
+        "schedule": RMS_SWEEP_EVERY,
+        "options": {"expires": RMS_SWEEP_EVERY},
+    },
+    "metric-snapshots": {
+        "task": "feedback.tasks.snapshot_metrics",
+        "schedule": RMS_SNAPSHOT_EVERY,
+        "options": {"expires": RMS_SNAPSHOT_EVERY},
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -223,8 +223,9 @@ def operation_out(op: Operation) -> dict:
     }
 
 
-def state_as_of_out(obj: MemoryObject, op: Operation, as_of: datetime) -> dict:
-    """The object as it stood after the last operation with ts ≤ as_of (SPEC §6)."""
+def state_as_of_out(obj: MemoryObject, op: Operation, as_of: datetime, version: int) -> dict:
+    """The object as it stood at ``as_of``: the state stored by the last state-changing
+    operation with ts ≤ as_of (SPEC §6); ``version`` counts every operation up to then."""
     state = state_from_snapshot(op.state)
     return {
         "id": str(obj.pk),
@@ -242,6 +243,6 @@ def state_as_of_out(obj: MemoryObject, op: Operation, as_of: datetime) -> dict:
         "last_reinforced_at": iso(state.last_reinforced_at),
         "evidence_ids": list(state.evidence_ids),
         "pinned": state.pinned,
-        "version": op.state["version"],
+        "version": version,
         "operation": {"seq": op.seq, "id": str(op.id), "op_type": op.op_type, "ts": iso(op.ts)},
     }

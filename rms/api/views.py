@@ -233,7 +233,8 @@ class ObjectStateView(APIView):
         )
         if op is None:
             raise NotFound("The object did not exist at that time.")
-        return Response(serializers.state_as_of_out(obj, op, as_of))
+        version = Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
+        return Response(serializers.state_as_of_out(obj, op, as_of, version))
 
 
 class ObjectOperationsView(APIView):

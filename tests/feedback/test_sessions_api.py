@@ -203,8 +203,15 @@ def test_operations_and_chains(scenario):
     session_ops = Operation.objects.filter(target_id=r1["id"])
     assert [o.op_type for o in session_ops] == ["FEEDBACK_SESSION"]
     assert FeedbackSession.objects.get(pk=r1["id"]).head_hash == session_ops[0].hash
-    auto = SignalRecord.objects.filter(object_id=c, automatic=True)
-    assert auto.count() == 3 and {s.detection_method for s in auto} == {"injection_tracking"}
+    auto = Operation.objects.filter(target_id=c, op_type="FEEDBACK_EVENT")
+    assert [o.payload["detection_method"] for o in auto] == ["injection_tracking"] * 3
+    assert {o.payload["effect"] for o in auto} == {"unused"}
+    # only signals clients sent get a SignalRecord row; automatic UNUSED live in the log
+    assert not SignalRecord.objects.filter(object_id=c).exists()
+    assert SignalRecord.objects.filter(object_id=a).count() == 2
+    # facts-only operations store no state; state-changing ones do
+    stored = dict(Operation.objects.filter(target_id=a).values_list("op_type", "state__version"))
+    assert stored["REINFORCE"] is not None and stored["INJECTION_EVENT"] is None
     assert InjectionEvent.objects.filter(object_id=c, ended_unused=True).count() == 3
 
 
