@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from json.encoder import encode_basestring_ascii
 import uuid
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
 from rms import policy
