@@ -73,3 +73,10 @@ class RankIn(StrictSerializer):
 class DetectIn(StrictSerializer):
     response_text = serializers.CharField(max_length=200_000)
     object_ids = serializers.ListField(child=serializers.UUIDField(), min_length=1, max_length=200)
+
+
+class TaskIn(StrictSerializer):
+    """The kind and its params are checked by ``feedback.taskruns`` (role first, then params)."""
+
+    kind = serializers.CharField(max_length=40)
+    params = serializers.JSONField(required=False, default=dict)

@@ -22,4 +22,6 @@ urlpatterns = [
     path("rank", views.RankView.as_view(), name="rank"),
     path("detect", views.DetectView.as_view(), name="detect"),
     path("export/<str:kind>.csv", views.ExportView.as_view(), name="export"),
+    path("tasks", views.TaskListView.as_view(), name="tasks"),
+    path("tasks/<str:task_id>", views.TaskDetailView.as_view(), name="task-detail"),
 ]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import uuid
+from datetime import datetime
 
+from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -13,9 +16,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from feedback import detection, ingest, selectors, services, utility
+from feedback import detection, ingest, selectors, services, taskruns, utility
 from feedback.api import fastpath, serializers
-from feedback.models import FeedbackAggregate, FeedbackSession
+from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
@@ -401,3 +404,72 @@ class ExportView(APIView):
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{ns.name}-{kind}.csv"'
         return response
+
+
+# --- tasks (API.md) ------------------------------------------------------------------------------
+
+
+class TaskListView(APIView):
+    roles = {"GET": (OPERATOR, ADMIN), "POST": (OPERATOR, ADMIN)}
+
+    @extend_schema(
+        request=serializers.TaskIn,
+        responses={202: OpenApiTypes.OBJECT},
+        description="Start a worker task; 202 with the queued task. Operators may start "
+        "verify_* and the simulations; ignored_sweep and rebuild_aggregates are admin only.",
+    )
+    def post(self, request):
+        data = validated(serializers.TaskIn, request.data)
+        run = taskruns.task_start(client=request.auth, kind=data["kind"], params=data["params"])
+        return Response(taskruns.task_out(run), status=202)
+
+    @extend_schema(
+        operation_id="tasks_list",
+        responses={200: OpenApiTypes.OBJECT},
+        description="Task runs, newest first; `?kind=` and `?state=` filter.",
+    )
+    def get(self, request):
+        qs = TaskRun.objects.all()
+        kind = request.query_params.get("kind")
+        if kind:
+            if kind not in taskruns.KINDS:
+                raise ValidationError({"kind": ["Unknown task kind."]})
+            qs = qs.filter(kind=kind)
+        state = request.query_params.get("state")
+        if state:
+            if state not in TaskRun.STATES:
+                raise ValidationError({"state": [f"Must be one of {', '.join(TaskRun.STATES)}."]})
+            qs = qs.filter(state=state)
+        size = pagination.page_size(request)
+        cursor = pagination.decode_cursor(request)
+        if cursor is not None:
+            try:
+                created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+            except (IndexError, TypeError, ValueError) as exc:
+                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+            qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+        rows = list(qs.order_by("-created_at", "-id")[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = (
+            pagination.encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)])
+            if more
+            else None
+        )
+        return Response(
+            {
+                "results": [taskruns.task_out(run) for run in rows],
+                "next": pagination.next_url(request, next_cursor),
+            }
+        )
+
+
+class TaskDetailView(APIView):
+    roles = {"GET": (OPERATOR, ADMIN)}
+
+    @extend_schema(operation_id="tasks_detail", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, task_id: str):
+        run = TaskRun.objects.filter(pk=parse_uuid(task_id)).first()
+        if run is None:
+            raise NotFound("No such task.")
+        return Response(taskruns.task_out(run))

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from feedback import aggregates, rebuild, relevance
 from feedback import sweep as sweep_mod
-from feedback.models import FeedbackAggregate, SignalRecord
+from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
 from rms import services
 from rms.errors import DomainError
@@ -191,7 +191,7 @@ def test_streak_sessions_are_the_last_unused_streak_injections(client_api):
     sweep(now=NOW)
     (check,) = checks(oid)
     assert check["relevant_sessions"] == 5 and check["irrelevant_sessions"] == 0
-    assert len(check["streak_session_ids"]) == 5
+    assert len(check["streak_feedback_session_ids"]) == 5
 
 
 _WORDS = ["Refunds", "annual", "plan", "the", "is", "not", "rain", "Lisbon", "prorated", "ok"]
@@ -225,6 +225,18 @@ def test_cached_classification_equals_classify_session(
     assert contexts.classify("s", subject, threshold) == expected
     assert contexts.classify("s", subject, threshold) == expected  # from the cache, too
     assert contexts.classify("missing", subject, threshold) == relevance.UNKNOWN
+
+
+def test_a_streak_session_without_its_injection_row_counts_as_unknown(client_api, caplog):
+    """A broken invariant must not stop the sweep: a session it cannot see it cannot judge."""
+    oid = new_object(client_api, domain_tags=["billing"])
+    streak(client_api, [oid], 5, tags=["billing"])
+    InjectionEvent.objects.filter(object_id=oid).order_by("ts").first().delete()
+    assert sweep(now=NOW) == summary(examined=1, penalized=1)
+    (check,) = checks(oid)
+    assert check["sessions_missing"] == 1 and len(check["streak_feedback_session_ids"]) == 4
+    assert (check["relevant_sessions"], check["unknown_sessions"]) == (4, 1)
+    assert "no injection row" in caplog.text
 
 
 # --- exemptions and thresholds --------------------------------------------------------------------
@@ -354,7 +366,9 @@ def test_penalty_numbers_operation_order_and_payloads(client_api):
         "unused_streak": 5,
         "threshold": 5,
         "relevance_threshold": 0.2,
-        "streak_session_ids": [s.payload["feedback_session_id"] for s in reversed(sessions)],
+        "streak_feedback_session_ids": [
+            s.payload["feedback_session_id"] for s in reversed(sessions)
+        ],
     }
     assert check.payload["reasons"][1].startswith("Domain check passed")
     assert check.state is None  # an IGNORED_CHECK records a fact; it stores no object state
@@ -515,7 +529,8 @@ def state(ids: dict) -> dict:
             "aggregate": tuple(getattr(a, f) for f in aggregates.FIELDS),
             "chain": [op.op_type for op in chain(oid)],
             "checks": [
-                {k: v for k, v in c.items() if k != "streak_session_ids"} for c in checks(oid)
+                {k: v for k, v in c.items() if k != "streak_feedback_session_ids"}
+                for c in checks(oid)
             ],
         }
     return out
@@ -627,6 +642,21 @@ def test_a_reset_later_in_the_batch_or_a_refused_session_enqueues_nothing(
         with django_capture_on_commit_callbacks(execute=True):
             assert post(client_api, bad).status_code == 400
         enqueue.assert_not_called()
+
+
+def test_a_broker_failure_after_commit_does_not_fail_the_session(
+    client_api, django_capture_on_commit_callbacks, caplog
+):
+    a = new_object(client_api)
+    streak(client_api, [a], 4)
+    with (
+        mock.patch.object(sweep_mod, "enqueue_sweep", side_effect=ConnectionError("broker down")),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        unused_session(client_api, [a], 5)  # asserts 201
+    assert "broker down" in caplog.text
+    assert agg(a).unused_streak == 5
+    assert sweep(now=NOW)["examined"] == 1  # the periodic sweep catches up
 
 
 def test_enqueue_sweep_sends_string_ids_to_the_task(monkeypatch):

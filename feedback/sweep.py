@@ -1,0 +1,414 @@
+"""The IGNORED_REPEATEDLY sweep (SPEC §9, RFC-0009 §7), as a service the worker task calls.
+
+An object is a *candidate* when its aggregate has ``unused_streak ≥ N`` (its namespace's
+``ignore_threshold``) and its streak gained a session since its last IGNORED_CHECK
+(``unused_sessions > checked_unused_sessions``). Every candidate gets exactly one IGNORED_CHECK
+operation with the decision and its reasons; when the penalty applies, a FEEDBACK_EVENT and a
+PENALTY follow on the same chain and the streak resets to 0.
+
+Transactions: the candidates are read without locks, then handled in chunks of ``CHUNK`` objects,
+one transaction per chunk. A chunk locks its objects once, in primary-key order (the order every
+writer uses, so the sweep cannot deadlock with ingestion), re-reads their aggregates under the
+lock and re-checks the candidate condition, because a session or a concurrent sweep may have
+changed it since the unlocked read. A crash leaves finished chunks committed and the rest
+untouched; as a checked object is no longer a candidate, a rerun finishes the job and ends in the
+same state as one clean run. Nothing here retries; the task that calls :func:`sweep` may simply
+run it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from feedback import aggregates, relevance
+from feedback.ingest import OBJECT_FIELDS
+from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
+from feedback.services import AggregateStore, signal_record_row
+from rms import bulk, oplog, policy
+from rms import services as core
+from rms.locks import lock_objects
+from rms.models import MemoryObject, Namespace, Operation
+
+logger = logging.getLogger(__name__)
+
+#: Objects per transaction: bounds lock time and memory; a crash loses at most one chunk's work.
+CHUNK = 500
+SIGNAL_TYPE = "IGNORED_REPEATEDLY"
+DETECTION_METHOD = "injection_tracking"
+ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
+#: The penalty's session_id: the sweep is not a conversation, but every signal carries one.
+SESSION_ID = "ignored-sweep"
+
+
+def is_candidate(agg: aggregates.Aggregate, threshold: int) -> bool:
+    """Should the sweep examine this object? (SPEC §9: streak ≥ N, and a new session since the
+    last IGNORED_CHECK, so a second run without new sessions writes nothing.)"""
+    return agg.unused_streak >= threshold and agg.unused_sessions > agg.checked_unused_sessions
+
+
+def candidates(namespace: Namespace | str | None = None, object_ids: Iterable | None = None):
+    """The aggregates of candidate objects (unlocked; the sweep re-checks under the lock)."""
+    qs = FeedbackAggregate.objects.filter(
+        unused_streak__gte=F("namespace__ignore_threshold"),
+        unused_sessions__gt=F("checked_unused_sessions"),
+    )
+    if namespace is not None:
+        qs = qs.filter(namespace__name=namespace if isinstance(namespace, str) else namespace.name)
+    if object_ids is not None:
+        qs = qs.filter(object_id__in=list(object_ids))
+    return qs
+
+
+@dataclass
+class Summary:
+    examined: int = 0
+    penalized: int = 0
+    exempt: int = 0
+    not_penalized: int = 0
+    skipped_domain_checks: int = 0
+    namespaces: set[str] = field(default_factory=set)
+
+    def count(self, namespace: str, decision: relevance.SweepDecision) -> None:
+        self.namespaces.add(namespace)
+        self.examined += 1
+        if decision.apply_penalty:
+            self.penalized += 1
+            if decision.domain_check == relevance.DOMAIN_CHECK_SKIPPED:
+                self.skipped_domain_checks += 1
+        elif decision.exemptions:
+            self.exempt += 1
+        else:
+            self.not_penalized += 1
+
+    def as_dict(self) -> dict:
+        return {
+            "examined": self.examined,
+            "penalized": self.penalized,
+            "exempt": self.exempt,
+            "not_penalized": self.not_penalized,
+            "skipped_domain_checks": self.skipped_domain_checks,
+            "namespaces": sorted(self.namespaces),
+        }
+
+
+def sweep(
+    *,
+    namespace: Namespace | str | None = None,
+    object_ids: Iterable | None = None,
+    progress: Callable[[float], None] | None = None,
+    now: datetime | None = None,
+    chunk_size: int = CHUNK,
+) -> dict:
+    """Examine every candidate object (SPEC §9) and return what was decided.
+
+    ``namespace`` (a Namespace or its name) and ``object_ids`` restrict the candidates.
+    ``progress(fraction)`` is called after each committed chunk (never while locks are held).
+    ``now`` is the check time (default: the time each chunk takes its locks); an object whose
+    chain is already later is checked at its latest operation's time, so no chain goes back.
+
+    One transaction per chunk of ``chunk_size`` objects; see the module docstring for locking
+    and crash behaviour. Returns ``{"examined", "penalized", "exempt", "not_penalized",
+    "skipped_domain_checks", "namespaces"}``; ``examined`` is the sum of the three outcomes,
+    ``skipped_domain_checks`` counts penalties applied without a domain check (all streak
+    sessions unknown), and ``namespaces`` names those where at least one object was examined.
+    """
+    core.check_not_future(now, "now")
+    if object_ids is not None:
+        object_ids = list(object_ids)
+    qs = candidates(namespace, object_ids)
+    total = qs.count()
+    summary = Summary()
+    contexts = _Contexts()
+    done = 0
+    last = None
+    while True:
+        # Keyset pagination in pk order: bounded memory whatever the number of candidates, and
+        # chunks lock disjoint, increasing key ranges.
+        page = qs if last is None else qs.filter(object_id__gt=last)
+        ids = list(page.order_by("object_id").values_list("object_id", flat=True)[:chunk_size])
+        if not ids:
+            break
+        last = ids[-1]
+        with transaction.atomic():
+            _sweep_chunk(ids, now, summary, contexts)
+        done += len(ids)
+        if progress is not None:
+            progress(min(1.0, done / total) if total else 1.0)
+    if progress is not None and done == 0:
+        progress(1.0)
+    return summary.as_dict()
+
+
+# --- one chunk ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Writes:
+    ops: list[Operation] = field(default_factory=list)
+    signals: list[SignalRecord] = field(default_factory=list)
+    objects: list[MemoryObject] = field(default_factory=list)
+
+
+def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _Contexts) -> None:
+    """Lock, re-read, re-check, decide and write one chunk; the caller holds the transaction."""
+    objects = lock_objects(ids)
+    store = AggregateStore(list(objects.values()))
+    at = now if now is not None else timezone.now()  # taken under the locks (SPEC §6)
+    todo: list[tuple[MemoryObject, aggregates.Aggregate]] = []
+    for obj in objects.values():
+        agg = store.get(obj.pk)
+        if is_candidate(agg, obj.namespace.ignore_threshold):
+            todo.append((obj, agg))
+    if not todo:
+        return
+    streak_sessions = _streak_sessions({obj.pk: agg.unused_streak for obj, agg in todo})
+    contexts.load({s for sessions in streak_sessions.values() for s in sessions})
+    tallies = core.TallyStore(())  # a penalty never reads or moves a session tally
+    writes = _Writes()
+    for obj, agg in todo:
+        decision = _check_object(
+            obj, agg, streak_sessions.get(obj.pk, []), contexts, at, tallies, writes
+        )
+        summary.count(obj.namespace.name, decision)
+    # Operations go in list order, so seq follows each chain: IGNORED_CHECK, FEEDBACK_EVENT,
+    # PENALTY.
+    bulk.insert(Operation, writes.ops)
+    bulk.insert(SignalRecord, writes.signals)
+    bulk.update(MemoryObject, writes.objects, OBJECT_FIELDS)
+    store.flush()
+
+
+def _check_object(
+    obj: MemoryObject,
+    agg: aggregates.Aggregate,
+    sessions: list,
+    contexts: _Contexts,
+    now: datetime,
+    tallies: core.TallyStore,
+    writes: _Writes,
+) -> relevance.SweepDecision:
+    ns = obj.namespace
+    streak = agg.unused_streak
+    subject = _Subject(obj)
+    classifications = [contexts.classify(s, subject, ns.relevance_threshold) for s in sessions]
+    # Fewer recorded injections than the streak would be a broken invariant (every session that
+    # grows the streak stores its injection). Sessions we cannot see are sessions we cannot
+    # judge: "unknown", as RFC-0009 §7 treats them, and said in the payload.
+    missing = streak - len(classifications)
+    if missing > 0:
+        logger.warning("object %s: %d streak session(s) have no injection row", obj.pk, missing)
+        classifications += [relevance.UNKNOWN] * missing
+    decision = relevance.sweep_decision(
+        decay_profile=obj.decay_profile,
+        pinned=obj.pinned,
+        epistemic_type=obj.epistemic_type,
+        unused_streak=streak,
+        classifications=classifications,
+        threshold=ns.ignore_threshold,
+    )
+    ts = max(now, obj.last_op_ts)  # a chain's time never goes back (SPEC §6)
+    payload = {
+        **decision.as_payload(),
+        "applied": decision.apply_penalty,
+        "unused_sessions": agg.unused_sessions,
+        "unused_streak": streak,
+        "threshold": ns.ignore_threshold,
+        "relevance_threshold": ns.relevance_threshold,
+        "streak_feedback_session_ids": sessions,
+    }
+    if missing > 0:
+        payload["sessions_missing"] = missing
+    check = oplog.ignored_check(
+        obj, ts=ts, payload=payload, actor_id=ACTOR.id, actor_type=ACTOR.type
+    )
+    writes.ops.append(check)
+    aggregates.on_ignored_check(agg, agg.unused_sessions)
+    if decision.apply_penalty:
+        signal = policy.Signal(
+            signal_type=SIGNAL_TYPE,
+            detection_method=DETECTION_METHOD,
+            actor_id=ACTOR.id,
+            actor_type=ACTOR.type,
+            session_id=SESSION_ID,
+            ts=ts,
+            evidence_ids=(),
+        )
+        result = core.signal_ops(
+            obj,
+            signal,
+            tallies,
+            extra={"ignored_check_id": str(check.id), "unused_streak": streak},
+        )
+        writes.ops.append(result.feedback_op)
+        writes.ops.append(result.change_op)
+        _, effective = core.weights_of(result.outcome, signal)
+        # Not UNUSED, so this also resets the streak to 0 (SPEC §8, §9).
+        aggregates.on_signal(agg, SIGNAL_TYPE, result.effect, effective, ts)
+        writes.signals.append(signal_record_row(obj, result, automatic=True))
+    writes.objects.append(obj)
+    return decision
+
+
+# --- streak sessions ------------------------------------------------------------------------------
+
+
+def _streak_sessions(streaks: dict) -> dict[object, list]:
+    """{object id: feedback session ids (as text) of its last ``streak`` injections, newest
+    first}. Text, not UUID objects: they key caches and go into payloads as text, and a str
+    hashes once where a UUID computes its hash in Python every time.
+
+    One query for the whole chunk. Newest first is ``ts`` then ``id`` descending: ``id`` follows
+    insertion and so ``seq`` order within one time. On PostgreSQL a LATERAL join reads exactly
+    each object's streak through the (object, ts) index, however long its injection history;
+    elsewhere ROW_NUMBER() numbers each object's injections and the first ``max(streak)`` are
+    kept.
+    """
+    if not streaks:
+        return {}
+    out: dict[object, list] = defaultdict(list)
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(InjectionEvent._meta.db_table)
+        ids = list(streaks)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                SELECT c.object_id, i.session_id::text
+                FROM unnest(%s::uuid[], %s::int[]) AS c(object_id, streak)
+                CROSS JOIN LATERAL (
+                    SELECT session_id, ts, id FROM {table}
+                    WHERE object_id = c.object_id
+                    ORDER BY ts DESC, id DESC
+                    LIMIT c.streak
+                ) i
+                ORDER BY c.object_id, i.ts DESC, i.id DESC
+                """,
+                [ids, [streaks[i] for i in ids]],
+            )
+            for object_id, session_id in cursor.fetchall():
+                out[object_id].append(session_id)
+        return out
+    rows = (
+        InjectionEvent.objects.filter(object_id__in=list(streaks))
+        .annotate(
+            rn=Window(
+                RowNumber(),
+                partition_by=[F("object_id")],
+                order_by=[F("ts").desc(), F("id").desc()],
+            )
+        )
+        .filter(rn__lte=max(streaks.values()))
+        .order_by("object_id", "rn")
+        .values_list("object_id", "session_id")
+    )
+    for object_id, session_id in rows:
+        sessions = out[object_id]
+        if len(sessions) < streaks[object_id]:
+            sessions.append(str(session_id))
+    return out
+
+
+class _Subject:
+    """An object's side of the relevance check, each part computed at most once."""
+
+    __slots__ = ("obj", "_tags", "_words")
+
+    def __init__(self, obj: MemoryObject) -> None:
+        self.obj = obj
+        self._tags = None
+        self._words = None
+
+    @property
+    def tags(self) -> set[str]:
+        if self._tags is None:
+            self._tags = relevance._normalise_tags(self.obj.domain_tags)
+        return self._tags
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = relevance.word_set(self.obj.content)
+        return self._words
+
+
+class _Contexts:
+    """The streak sessions' context, kept for the whole run: a session's tags and text never
+    change once recorded, and one session is a streak session of many objects in many chunks.
+
+    :meth:`classify` answers exactly what :func:`relevance.classify_session` answers for the
+    session's ``context_tags``/``context_text`` and the object's ``domain_tags``/``content``
+    (``tests/feedback/test_sweep.py`` pins the two together); it only avoids normalising tags and
+    tokenising a text again for every (session, object) pair.
+    """
+
+    #: Sessions kept at most; beyond this the cache starts over (memory stays bounded).
+    MAX_SESSIONS = 200_000
+
+    def __init__(self) -> None:
+        # session id -> (normalised tags, text or None when blank)
+        self._sessions: dict = {}
+        self._words: dict = {}
+
+    def load(self, session_ids: set) -> None:
+        missing = [s for s in session_ids if s not in self._sessions]
+        if not missing:
+            return
+        if len(self._sessions) + len(missing) > self.MAX_SESSIONS:
+            self._sessions.clear()
+            self._words.clear()
+            missing = list(session_ids)
+        rows = FeedbackSession.objects.filter(pk__in=missing).values_list(
+            "pk", "context_tags", "context_text"
+        )
+        for pk, tags, text in rows:
+            self.add(str(pk), tags, text)
+
+    def add(self, session_id, context_tags, context_text) -> None:
+        self._sessions[session_id] = (
+            relevance._normalise_tags(context_tags),
+            context_text if context_text and context_text.strip() else None,
+        )
+
+    def classify(self, session_id, subject: _Subject, threshold: float) -> str:
+        # A session row we cannot find is one we cannot judge: "unknown".
+        tags, text = self._sessions.get(session_id, (None, None))
+        if not tags and text is None:
+            return relevance.UNKNOWN
+        if tags & subject.tags:
+            return relevance.RELEVANT
+        if text is not None:
+            words = self._words.get(session_id)
+            if words is None:
+                words = self._words[session_id] = relevance.word_set(text)
+            if relevance.jaccard(words, subject.words) >= threshold:
+                return relevance.RELEVANT
+        return relevance.IRRELEVANT
+
+
+# --- the after-session trigger --------------------------------------------------------------------
+
+
+def enqueue_sweep(object_ids: Iterable) -> None:
+    """Queue a sweep of these objects on the worker. Call only after commit (``on_commit``).
+
+    The periodic sweep catches anything this misses, so nothing here is retried: without the
+    task module it logs and returns; a broker error propagates to ``on_commit``, which ingestion
+    registers with ``robust=True`` so it is logged and the committed request still succeeds.
+    """
+    ids = [str(i) for i in object_ids]
+    if not ids:
+        return
+    try:
+        from feedback.tasks import sweep_objects
+    except ImportError:
+        logger.warning("feedback.tasks.sweep_objects is unavailable; %d object(s) wait", len(ids))
+        return
+    sweep_objects.delay(ids)
