@@ -39,7 +39,13 @@ class FeedbackAggregate(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["namespace", "usage_ratio"], name="agg_ns_usage"),
+            # Covering: the review queue, the wasteful-object set and the usage histogram are
+            # answered from the index alone (INCLUDE on PostgreSQL).
+            models.Index(
+                fields=["namespace", "usage_ratio"],
+                include=["object", "total_injections"],
+                name="agg_ns_usage",
+            ),
             models.Index(fields=["namespace", "unused_streak"], name="agg_ns_streak"),
         ]
 
@@ -116,7 +122,12 @@ class InjectionEvent(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["namespace", "ts"], name="inj_ns_ts"),
+            # Covering: the windowed metric sums never read the table.
+            models.Index(
+                fields=["namespace", "ts"],
+                include=["object", "token_cost", "ended_unused"],
+                name="inj_ns_ts",
+            ),
             models.Index(fields=["object", "ts"], name="inj_obj_ts"),
         ]
 

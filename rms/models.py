@@ -125,7 +125,9 @@ class MemoryObject(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["namespace", "created_at", "id"], name="obj_ns_created"),
-            models.Index(fields=["namespace", "epistemic_type"], name="obj_ns_type"),
+            models.Index(
+                fields=["namespace", "epistemic_type"], include=["confidence"], name="obj_ns_type"
+            ),
         ]
 
     def __str__(self) -> str:

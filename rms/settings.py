@@ -251,6 +251,13 @@ CELERY_BEAT_SCHEDULE: dict = {
         "schedule": RMS_SNAPSHOT_EVERY,
         "options": {"expires": RMS_SNAPSHOT_EVERY},
     },
+    # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
+    # for a cache shared with the web processes; otherwise a cheap no-op).
+    "dashboard-warm-overview": {
+        "task": "dashboard.tasks.warm_overview",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
 }
 
 LOGGING = {

@@ -1,0 +1,839 @@
+"""Dashboard-only reads. Every function here runs a fixed number of queries, whatever the number
+of objects, sessions or namespaces (STYLE §10): lists are paginated in SQL, per-row figures come
+from one grouped query per page, and histograms and trends are binned in SQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.core.cache import cache
+from django.db.models import Count, F, Max, OuterRef, Prefetch, Q, Subquery, Sum, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Floor, Least, Trunc
+from django.utils import timezone
+
+from feedback import metrics
+from feedback.metrics import METRIC_NAMES, WASTE_USAGE_RATIO
+from feedback.models import (
+    FeedbackAggregate,
+    FeedbackSession,
+    InjectionEvent,
+    MetricSnapshot,
+    SessionNamespace,
+    SignalRecord,
+    TaskRun,
+)
+from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
+from rms import evidence, policy
+from rms.models import MemoryObject, Namespace, Operation, Relationship
+from rms.policy import DEPRECATED
+from rms.replay import state_from_snapshot
+
+#: Live metrics and histograms are recomputed at most this often per (namespaces, window): at a
+#: million injections the windowed sums take a few hundred milliseconds, and an operator who
+#: reloads the overview does not need them fresher than this. The page says when they were taken.
+METRICS_CACHE_SECONDS = 60
+#: What ``dashboard.tasks.warm_overview`` computes ahead lives this long: longer than its beat
+#: interval, so a watched overview never meets an empty cache.
+WARM_SECONDS = 150
+#: Set by every overview request; the warming task runs only while someone is watching.
+VIEWED_KEY = "dash:overview-viewed"
+VIEWED_SECONDS = 15 * 60
+#: The beat task's window (feedback.tasks.SNAPSHOT_WINDOW_HOURS); trends compare like with like.
+SNAPSHOT_WINDOW_HOURS = 24
+#: Trend and alert-since history read from the snapshots, in buckets binned by the database.
+SNAPSHOT_HISTORY = timedelta(days=30)
+SPARKLINE_SPAN = timedelta(days=7)
+
+WINDOWS: dict[str, timedelta | None] = {
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+    "all": None,
+}
+DEFAULT_WINDOW = "24h"
+
+USAGE_BINS = 10
+CONFIDENCE_BINS = 20
+
+
+# --- namespace health (SPEC §10) ----------------------------------------------------------------
+
+
+@dataclass
+class NamespaceHealth:
+    namespace: Namespace
+    evaluated: dict
+    warnings: list[dict]
+    objects: int = 0
+    review_queue: int = 0
+
+    @property
+    def state(self) -> str:
+        states = {m["state"] for m in self.evaluated.values()}
+        if metrics.STATE_ALERT in states:
+            return metrics.STATE_ALERT
+        if states == {metrics.STATE_NO_DATA}:
+            return metrics.STATE_NO_DATA
+        return metrics.STATE_OK
+
+    @property
+    def alerts(self) -> list[str]:
+        return [n for n, m in self.evaluated.items() if m["state"] == metrics.STATE_ALERT]
+
+
+def _window(qs, since: datetime | None):
+    return qs if since is None else qs.filter(ts__gte=since)
+
+
+def _deprecated_ids(namespace_ids: list[int]):
+    return MemoryObject.objects.filter(
+        namespace_id__in=namespace_ids, epistemic_type=DEPRECATED
+    ).values("pk")
+
+
+@dataclass
+class ObjectStats:
+    """What the overview needs from the objects and their aggregates, per namespace: the
+    usage-ratio sum and count of SPEC §10, the review queue size, the object count and the two
+    histograms. Independent of the time window."""
+
+    usage_ratio_sum: float = 0.0
+    usage_ratio_count: int = 0
+    review_queue: int = 0
+    objects: int = 0
+    usage: list[int] = field(default_factory=lambda: [0] * USAGE_BINS)
+    confidence: dict[str, list[int]] = field(default_factory=dict)
+
+
+def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
+    """Two scans for every namespace at once, each binned by the database:
+
+    - active aggregates with ≥ 1 injection, by (namespace, usage bin): Σ usage ratio, count and
+      review-queue count (SPEC §8, §10) — the bins sum to the namespace totals;
+    - objects by (namespace, type, confidence bin): the object count (DEPRECATED included) and
+      the confidence histogram of the active ones.
+
+    The DEPRECATED exclusion is an ``IN (subquery)`` over the few deprecated ids rather than a
+    join of every aggregate to its object.
+    """
+    out = {ns_id: ObjectStats() for ns_id in namespace_ids}
+    rows = (
+        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids, total_injections__gte=1)
+        .exclude(object_id__in=Subquery(_deprecated_ids(namespace_ids)))
+        .annotate(bin=Least(Floor(F("usage_ratio") * USAGE_BINS), Value(USAGE_BINS - 1.0)))
+        .values("namespace_id", "bin")
+        .annotate(
+            total=Sum("usage_ratio"),
+            n=Count("pk"),
+            queue=Count(
+                "pk",
+                filter=Q(
+                    usage_ratio__lt=REVIEW_USAGE_BELOW,
+                    total_injections__gte=REVIEW_MIN_INJECTIONS,
+                ),
+            ),
+        )
+        .order_by("namespace_id", "bin")
+    )
+    for r in rows:
+        st = out[r["namespace_id"]]
+        st.usage_ratio_sum += r["total"] or 0.0
+        st.usage_ratio_count += r["n"]
+        st.review_queue += r["queue"]
+        st.usage[max(0, int(r["bin"]))] += r["n"]
+    rows = (
+        MemoryObject.objects.filter(namespace_id__in=namespace_ids)
+        .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
+        .values("namespace_id", "epistemic_type", "bin")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for r in rows:
+        st = out[r["namespace_id"]]
+        st.objects += r["n"]
+        if r["epistemic_type"] != DEPRECATED:
+            counts = st.confidence.setdefault(r["epistemic_type"], [0] * CONFIDENCE_BINS)
+            counts[max(0, int(r["bin"]))] += r["n"]
+    return out
+
+
+def window_stats(namespace_ids: list[int], since: datetime | None) -> dict[int, dict]:
+    """The windowed sums of SPEC §10 per namespace: sessions (count, corrected, Σ budget) and
+    injections (count, unused, wasted token cost), one grouped query each.
+
+    "Wasted" is an ``IN (subquery)`` filter over the aggregates below 0.05, which PostgreSQL
+    hashes once, instead of joining every injection to its object and aggregate.
+    """
+    sessions = {
+        r["namespace_id"]: r
+        for r in _window(SessionNamespace.objects.filter(namespace_id__in=namespace_ids), since)
+        .values("namespace_id")
+        .annotate(
+            n=Count("id"),
+            corrected=Count("id", filter=Q(has_corrected=True)),
+            budget=Sum("context_budget"),
+        )
+        .order_by()
+    }
+    wasteful = FeedbackAggregate.objects.filter(
+        namespace_id__in=namespace_ids, usage_ratio__lt=WASTE_USAGE_RATIO
+    ).values("object_id")
+    injections = {
+        r["namespace_id"]: r
+        for r in _window(InjectionEvent.objects.filter(namespace_id__in=namespace_ids), since)
+        .values("namespace_id")
+        .annotate(
+            n=Count("id"),
+            unused=Count("id", filter=Q(ended_unused=True)),
+            wasted=Sum("token_cost", filter=Q(object_id__in=Subquery(wasteful))),
+        )
+        .order_by()
+    }
+    return {
+        ns_id: {"s": sessions.get(ns_id, {}), "i": injections.get(ns_id, {})}
+        for ns_id in namespace_ids
+    }
+
+
+def metric_inputs_of(stats: ObjectStats, window: dict) -> metrics.MetricInputs:
+    s, i = window["s"], window["i"]
+    return metrics.MetricInputs(
+        usage_ratio_sum=stats.usage_ratio_sum,
+        usage_ratio_count=stats.usage_ratio_count,
+        sessions=s.get("n") or 0,
+        sessions_with_corrected=s.get("corrected") or 0,
+        wasted_token_cost=i.get("wasted") or 0,
+        context_budget_total=s.get("budget") or 0,
+        unused_injections=i.get("unused") or 0,
+        injections=i.get("n") or 0,
+    )
+
+
+def metric_inputs_by_namespace(
+    namespace_ids: list[int], since: datetime | None
+) -> dict[int, metrics.MetricInputs]:
+    """``feedback.selectors.metric_inputs`` for many namespaces at once (a test pins the
+    equality): four grouped queries whatever the number of namespaces."""
+    stats = object_stats(namespace_ids)
+    windows = window_stats(namespace_ids, since)
+    return {ns_id: metric_inputs_of(stats[ns_id], windows[ns_id]) for ns_id in namespace_ids}
+
+
+def _cache_key(*parts) -> str:
+    raw = ":".join(str(p) for p in parts)
+    return "dash:" + hashlib.sha1(raw.encode(), usedforsecurity=False).hexdigest()
+
+
+def _cached(key: str, compute, refresh: bool):
+    """``compute()`` through the cache: METRICS_CACHE_SECONDS on a request, WARM_SECONDS when
+    ``dashboard.tasks.warm_overview`` recomputes ahead (``refresh``)."""
+    value = None if refresh else cache.get(key)
+    if value is None:
+        value = (timezone.now(), compute())
+        cache.set(key, value, WARM_SECONDS if refresh else METRICS_CACHE_SECONDS)
+    return value
+
+
+def _cached_object_stats(ids: list[int], refresh: bool = False):
+    return _cached(
+        _cache_key("objects", ",".join(map(str, ids))), lambda: object_stats(ids), refresh
+    )
+
+
+def namespace_health(
+    namespaces: list[Namespace], window: str, *, refresh: bool = False
+) -> tuple[list, datetime]:
+    """The four metrics of every namespace over ``window``, with object and queue counts.
+
+    Four grouped queries whatever the number of namespaces, cached in two parts (the object
+    statistics do not depend on the window, so switching windows reuses them); ``refresh``
+    recomputes the window part. Returns (health list, when the older part was computed).
+    """
+    ids = [ns.pk for ns in namespaces]
+    stats_at, stats = _cached_object_stats(ids)
+    span = WINDOWS[window]
+
+    def compute_window():
+        return window_stats(ids, None if span is None else timezone.now() - span)
+
+    window_at, windows = _cached(
+        _cache_key("window", window, ",".join(map(str, ids))), compute_window, refresh
+    )
+    out = []
+    for ns in namespaces:
+        inputs = metric_inputs_of(stats[ns.pk], windows[ns.pk])
+        try:
+            evaluated = metrics.evaluate(inputs, ns.alert_thresholds)
+        except ValueError:  # a broken threshold setting must not take the overview down
+            evaluated = metrics.evaluate(inputs)
+        out.append(
+            NamespaceHealth(
+                namespace=ns,
+                evaluated=evaluated,
+                warnings=metrics.warnings(evaluated),
+                objects=stats[ns.pk].objects,
+                review_queue=stats[ns.pk].review_queue,
+            )
+        )
+    return out, min(stats_at, window_at)
+
+
+def refresh_object_stats(namespaces: list[Namespace]) -> None:
+    _cached_object_stats([ns.pk for ns in namespaces], refresh=True)
+
+
+def histograms(namespaces: list[Namespace], namespace: Namespace) -> dict:
+    """Usage-ratio and confidence histograms of ``namespace``'s active objects, from the object
+    statistics of the visible ``namespaces`` (computed, and cached, with their health)."""
+    _, stats = _cached_object_stats([ns.pk for ns in namespaces])
+    st = stats[namespace.pk]
+    return {"usage": st.usage, "confidence": st.confidence}
+
+
+# --- metric snapshots (trends, sparklines, "in alert since") -------------------------------------
+
+
+@dataclass
+class SnapshotSeries:
+    """Per metric: bucket starts, the value of the bucket's last snapshot, and whether that
+    snapshot was in alert."""
+
+    buckets: list[datetime] = field(default_factory=list)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+    alert: dict[str, list[bool]] = field(default_factory=dict)
+    bucket: str = "hour"
+
+    @property
+    def empty(self) -> bool:
+        return not self.buckets
+
+    def since(self, start: datetime) -> SnapshotSeries:
+        keep = [i for i, b in enumerate(self.buckets) if b >= start]
+        return SnapshotSeries(
+            [self.buckets[i] for i in keep],
+            {n: [v[i] for i in keep] for n, v in self.values.items()},
+            {n: [v[i] for i in keep] for n, v in self.alert.items()},
+            self.bucket,
+        )
+
+    def alert_since(self, name: str) -> tuple[datetime | None, bool]:
+        """Start of the run of alert buckets that ends at the newest bucket, and whether the run
+        reaches back to the oldest bucket loaded (so it began even earlier)."""
+        flags = self.alert.get(name) or []
+        if not flags or not flags[-1]:
+            return None, False
+        i = len(flags) - 1
+        while i > 0 and flags[i - 1]:
+            i -= 1
+        return self.buckets[i], i == 0
+
+
+def snapshot_series(
+    namespace: Namespace, since: datetime | None, bucket: str = "hour"
+) -> SnapshotSeries:
+    """The namespace's 24 h metric snapshots since ``since``, one per ``bucket``: the last
+    snapshot of each bucket, picked in SQL over the ``snap_ns_ts`` index, with only the value and
+    state of each metric read out of its JSON (at most 720 rows for 30 days of hourly buckets,
+    whatever the beat interval). One query, cached like the metrics: snapshots come hourly."""
+    key = _cache_key(
+        "snap", namespace.pk, bucket, since.replace(second=0, microsecond=0) if since else ""
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    qs = MetricSnapshot.objects.filter(namespace=namespace, window_hours=SNAPSHOT_WINDOW_HOURS)
+    if since is not None:
+        qs = qs.filter(ts__gte=since)
+    last_of_bucket = (
+        qs.annotate(b=Trunc("ts", bucket)).values("b").annotate(last=Max("pk")).values("last")
+    )
+    fields = {}
+    for n, name in enumerate(METRIC_NAMES):
+        fields[f"v{n}"] = KT(f"metrics__{name}__value")
+        fields[f"s{n}"] = KT(f"metrics__{name}__state")
+    rows = (
+        MetricSnapshot.objects.filter(pk__in=Subquery(last_of_bucket))
+        .annotate(**fields)
+        .order_by("ts")
+        .values_list("ts", *fields)
+    )
+    series = SnapshotSeries(bucket=bucket)
+    series.values = {n: [] for n in METRIC_NAMES}
+    series.alert = {n: [] for n in METRIC_NAMES}
+    truncate = _TRUNCATE[bucket]
+    for row in rows:
+        series.buckets.append(truncate(row[0]))
+        for n, name in enumerate(METRIC_NAMES):
+            value = row[1 + 2 * n]
+            series.values[name].append(None if value is None else float(value))
+            series.alert[name].append(row[2 + 2 * n] == metrics.STATE_ALERT)
+    cache.set(key, series, METRICS_CACHE_SECONDS)
+    return series
+
+
+_TRUNCATE = {
+    "hour": lambda ts: ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0),
+    "day": lambda ts: ts.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0),
+}
+
+
+# --- calibration (SPEC §13) -------------------------------------------------------------------
+
+
+def calibration(namespace: Namespace) -> list[dict]:
+    """``rms.edges.calibration`` in two grouped queries: edges per extraction context, and
+    evidence per (context, kind, provenance) over the ``op_ns_type_ts`` index; the counts are
+    then handed to the same pure ``rms.evidence.calibration``, so the rows are identical
+    without reading every evidence operation into Python."""
+    edges = dict(
+        Relationship.objects.filter(namespace=namespace)
+        .values("extraction_context")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("extraction_context", "n")
+    )
+    context_of = Relationship.objects.filter(pk=OuterRef("target_id")).values("extraction_context")[
+        :1
+    ]
+    grouped = (
+        Operation.objects.filter(namespace=namespace.name, op_type="EDGE_EVIDENCE")
+        .annotate(
+            ctx=Subquery(context_of), kind=KT("payload__kind"), prov=KT("payload__provenance")
+        )
+        .values("ctx", "kind", "prov")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    observed: dict[str, list] = defaultdict(list)
+    for row in grouped:
+        if row["ctx"] is not None:
+            observed[row["ctx"]].extend([(row["kind"], row["prov"])] * row["n"])
+    records = []
+    for context, n in edges.items():
+        # One record carries the context's evidence, the others only count as edges.
+        records.append(evidence.EdgeRecord(context, tuple(observed.pop(context, ()))))
+        records.extend(evidence.EdgeRecord(context) for _ in range(n - 1))
+    return [row.__dict__ for row in evidence.calibration(records)]
+
+
+# --- review queue (SPEC §8) -------------------------------------------------------------------
+
+REVIEW_SORTS = {
+    "usage_ratio": "aggregate__usage_ratio",
+    "injections": "aggregate__total_injections",
+    "confidence": "confidence",
+    "last_use": "aggregate__last_use_at",
+    "tokens": "tokens_spent",
+}
+REVIEW_DEFAULT_SORT = "usage_ratio"
+
+
+def tokens_spent_subquery():
+    return Coalesce(
+        Subquery(
+            InjectionEvent.objects.filter(object_id=OuterRef("pk"))
+            .order_by()
+            .values("object_id")
+            .annotate(s=Sum("token_cost"))
+            .values("s")[:1]
+        ),
+        Value(0),
+    )
+
+
+def review_rows(
+    namespace: Namespace, *, sort: str, descending: bool, epistemic_type: str | None = None
+):
+    """The SPEC §8 queue of one namespace, ordered by a column of the table."""
+    qs = review_queue(namespace)
+    if epistemic_type:
+        qs = qs.filter(epistemic_type=epistemic_type)
+    field_name = REVIEW_SORTS.get(sort, REVIEW_SORTS[REVIEW_DEFAULT_SORT])
+    if sort == "tokens":
+        qs = qs.annotate(tokens_spent=tokens_spent_subquery())
+    order = (
+        F(field_name).desc(nulls_last=True) if descending else F(field_name).asc(nulls_first=True)
+    )
+    return qs.order_by(order, "pk")
+
+
+def tokens_spent(object_ids: list) -> dict:
+    """{object id: Σ token_cost of its injections}, for one page of objects, in one query."""
+    if not object_ids:
+        return {}
+    return dict(
+        InjectionEvent.objects.filter(object_id__in=object_ids)
+        .values("object_id")
+        .annotate(s=Sum("token_cost"))
+        .order_by()
+        .values_list("object_id", "s")
+    )
+
+
+# --- one object -------------------------------------------------------------------------------
+
+#: Operations that move confidence or salience; the rest only record facts (rms.replay.step).
+STATE_CHANGING = (
+    "OBJECT_CREATED",
+    "REINFORCE",
+    "PENALTY",
+    "PIN",
+    "UNPIN",
+    "EPISTEMIC_TRANSITION",
+    "CONDITION_CHANGED",
+)
+#: Up to this many operations every one is a point of the trajectory; beyond it only the ones
+#: that move confidence or salience are, so the chart stays light for a hot object.
+TRAJECTORY_ALL_OPS = 400
+TRAJECTORY_MAX_POINTS = 2000
+
+
+def object_for_page(object_id) -> MemoryObject | None:
+    return (
+        MemoryObject.objects.select_related("namespace", "aggregate").filter(pk=object_id).first()
+    )
+
+
+def object_aggregate(obj: MemoryObject) -> FeedbackAggregate | None:
+    try:
+        return obj.aggregate
+    except FeedbackAggregate.DoesNotExist:
+        return None
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    seq: int
+    ts: datetime
+    op_type: str
+    signal_type: str | None
+    confidence: float
+    salience_effective: float
+    state: policy.ObjectState
+
+
+def trajectory(obj: MemoryObject, until: datetime | None = None) -> list[TrajectoryPoint]:
+    """Confidence and effective salience after each operation (the newest
+    TRAJECTORY_MAX_POINTS), from the states stored beside the operations.
+
+    Operations that only record facts (INJECTION_EVENT, FEEDBACK_EVENT, IGNORED_CHECK) may be
+    stored without a state; they leave it unchanged, so they carry the last state before them.
+    One query, plus one when the oldest operation shown has no state of its own.
+    """
+    qs = Operation.objects.filter(target_id=obj.pk)
+    if obj.version > TRAJECTORY_ALL_OPS:
+        qs = qs.filter(op_type__in=STATE_CHANGING)
+    if until is not None:
+        qs = qs.filter(ts__lte=until)
+    rows = list(
+        qs.order_by("-seq")
+        .annotate(signal=KT("payload__signal_type"))
+        .values_list("seq", "ts", "op_type", "signal", "state")[:TRAJECTORY_MAX_POINTS]
+    )
+    rows.reverse()
+    current = None
+    if rows and rows[0][4] is None:
+        current = (
+            Operation.objects.filter(target_id=obj.pk, seq__lt=rows[0][0], state__isnull=False)
+            .order_by("-seq")
+            .values_list("state", flat=True)
+            .first()
+        )
+    out = []
+    parsed = None
+    for seq, ts, op_type, signal, state in rows:
+        if state is not None or parsed is None:
+            current = state if state is not None else current
+            if current is None:
+                continue
+            parsed = state_from_snapshot(current)
+        out.append(
+            TrajectoryPoint(
+                seq=seq,
+                ts=ts,
+                op_type=op_type,
+                signal_type=signal,
+                confidence=parsed.confidence,
+                salience_effective=policy.salience_effective(parsed, obj.created_at, ts),
+                state=parsed,
+            )
+        )
+    return out
+
+
+def operations(obj: MemoryObject, *, op_type: str | None, descending: bool):
+    qs = Operation.objects.filter(target_id=obj.pk)
+    if op_type:
+        qs = qs.filter(op_type=op_type)
+    return qs.order_by("-seq" if descending else "seq")
+
+
+def state_as_of(obj: MemoryObject, as_of: datetime) -> Operation | None:
+    """The last operation with ts ≤ as_of (its stored state is the object's state then)."""
+    return (
+        Operation.objects.filter(target_id=obj.pk, ts__lte=as_of, state__isnull=False)
+        .order_by("-ts", "-seq")
+        .first()
+    )
+
+
+def version_as_of(obj: MemoryObject, as_of: datetime) -> int:
+    """Operations on the chain up to ``as_of``: the version then, as the API answers it (fact
+    operations are stored without a state, so the last stored state's version can be older)."""
+    return Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
+
+
+def objects_by_id(ids) -> dict:
+    """{id: object} with namespace, for links and labels (one query)."""
+    if not ids:
+        return {}
+    return {
+        o.pk: o
+        for o in MemoryObject.objects.select_related("namespace")
+        .filter(pk__in=list(ids))
+        .only("id", "content", "epistemic_type", "confidence", "namespace__name")
+    }
+
+
+# --- feedback sessions (SPEC §7) -----------------------------------------------------------------
+
+#: Sortable columns are those of the scope rows: sorting by a session column would join and sort
+#: every session of the namespace for each page (about 200 ms at 100k sessions).
+SESSION_SORTS = {
+    "ts": "ts",
+    "context_budget": "context_budget",
+}
+
+
+def session_rows(
+    namespace: Namespace,
+    *,
+    sort: str,
+    descending: bool,
+    outcome: str | None = None,
+    corrected: bool | None = None,
+    session_id: str | None = None,
+):
+    """A namespace's feedback sessions (a session counts in each namespace of its scope).
+
+    The page is cut from the scope rows alone (the ``sessns_ns_ts`` index) and its sessions are
+    fetched afterwards: joining first would sort every session of the namespace for each page.
+    """
+    qs = SessionNamespace.objects.filter(namespace=namespace).prefetch_related(
+        Prefetch(
+            "session",
+            queryset=FeedbackSession.objects.defer("record", "context_text", "body_hash"),
+        )
+    )
+    if outcome == "none":
+        qs = qs.filter(session__outcome__isnull=True)
+    elif outcome:
+        qs = qs.filter(session__outcome=outcome)
+    if corrected is not None:
+        qs = qs.filter(has_corrected=corrected)
+    if session_id:
+        qs = qs.filter(session__session_id=session_id)
+    key = SESSION_SORTS.get(sort, "ts")
+    return qs.order_by(f"-{key}" if descending else key, "-id" if descending else "id")
+
+
+def session_page_counts(session_ids: list) -> tuple[dict, dict]:
+    """Per session of one page: injections (n, Σ cost, unused) and signals (n, corrected,
+    positive), two grouped queries."""
+    if not session_ids:
+        return {}, {}
+    inj = {
+        r["session_id"]: r
+        for r in InjectionEvent.objects.filter(session_id__in=session_ids)
+        .values("session_id")
+        .annotate(
+            n=Count("id"), cost=Sum("token_cost"), unused=Count("id", filter=Q(ended_unused=True))
+        )
+        .order_by()
+    }
+    sig = {
+        r["feedback_session_id"]: r
+        for r in SignalRecord.objects.filter(feedback_session_id__in=session_ids)
+        .values("feedback_session_id")
+        .annotate(
+            n=Count("id"),
+            corrected=Count("id", filter=Q(signal_type="CORRECTED")),
+            automatic=Count("id", filter=Q(automatic=True)),
+        )
+        .order_by()
+    }
+    return inj, sig
+
+
+@dataclass
+class SessionChange:
+    object_id: object
+    op_type: str
+    signal_type: str
+    seq: int
+    confidence_before: float
+    confidence_after: float
+    salience_before: float | None
+    salience_after: float | None
+    object: MemoryObject | None = None
+
+    @property
+    def delta(self) -> float:
+        return (self.confidence_after or 0.0) - (self.confidence_before or 0.0)
+
+
+def session_changes(session: FeedbackSession, signal_op_ids: set) -> list[SessionChange]:
+    """The REINFORCE / PENALTY operations this session's signals caused, in one query.
+
+    Every operation of a session carries the session's ts, so the candidates are the operations
+    at that ts on the chains of the objects it touched (the ``op_target_ts`` index); a change
+    operation belongs to this session exactly when it follows one of this session's
+    FEEDBACK_EVENT operations on its chain (its prev_hash is that event's hash).
+    """
+    rows = list(
+        Operation.objects.filter(
+            target_id__in=Subquery(
+                SignalRecord.objects.filter(feedback_session=session).values("object_id")
+            ),
+            ts=session.ts,
+            op_type__in=("FEEDBACK_EVENT", "REINFORCE", "PENALTY"),
+        )
+        .order_by("seq")
+        .values_list("seq", "id", "op_type", "target_id", "prev_hash", "hash", "payload")
+    )
+    event_hashes = {
+        h for _, op_id, t, _, _, h, _ in rows if t == "FEEDBACK_EVENT" and op_id in signal_op_ids
+    }
+    out = []
+    for seq, _, op_type, target, prev_hash, _, payload in rows:
+        if op_type == "FEEDBACK_EVENT" or prev_hash not in event_hashes:
+            continue
+        out.append(
+            SessionChange(
+                object_id=target,
+                op_type=op_type,
+                signal_type=payload.get("signal_type", ""),
+                seq=seq,
+                confidence_before=payload.get("confidence_before"),
+                confidence_after=payload.get("confidence_after"),
+                salience_before=payload.get("salience_before"),
+                salience_after=payload.get("salience_after"),
+            )
+        )
+    return out
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+
+#: Result fields shown in the runs table, read from the JSON in SQL so a list of stability runs
+#: (each with a long per-session series) does not load the series.
+RESULT_SUMMARY_KEYS = (
+    "ok",
+    "checked",
+    "operations",
+    "mismatch_count",
+    "passed",
+    "criterion",
+    "seed",
+    "precision_at_5_session_1",
+    "precision_at_5_session_50",
+    "examined",
+    "penalized",
+    "exempt",
+    "not_penalized",
+    "skipped_domain_checks",
+    "objects",
+    "changed",
+)
+
+
+def task_runs(
+    *, kinds=None, state: str | None = None, descending: bool = True, sort: str = "created"
+):
+    qs = TaskRun.objects.defer("result")
+    if kinds:
+        qs = qs.filter(kind__in=list(kinds))
+    if state:
+        qs = qs.filter(state=state)
+    qs = qs.annotate(**{f"r_{k}": KT(f"result__{k}") for k in RESULT_SUMMARY_KEYS})
+    key = {
+        "created": "created_at",
+        "kind": "kind",
+        "state": "state",
+        "finished": "finished_at",
+    }.get(sort, "created_at")
+    order = F(key).desc(nulls_last=True) if descending else F(key).asc(nulls_last=True)
+    return qs.order_by(order, "-created_at")
+
+
+def run_summary(run) -> dict:
+    """The summary fields of an annotated run as plain values: ``->>`` gives text on PostgreSQL
+    ("true", "0.8") and SQL scalars on SQLite (1 for true)."""
+    out = {}
+    for key in RESULT_SUMMARY_KEYS:
+        raw = getattr(run, f"r_{key}", None)
+        if raw is None:
+            continue
+        if isinstance(raw, str):
+            # A plain string (the criterion) is not JSON and stays as it is.
+            with contextlib.suppress(ValueError):
+                raw = json.loads(raw)
+        if key in ("ok", "passed") and isinstance(raw, int):
+            raw = bool(raw)
+        out[key] = raw
+    return out
+
+
+def task_status(ids: list) -> list[dict]:
+    rows = TaskRun.objects.filter(pk__in=ids).values(
+        "id", "kind", "state", "progress", "started_at", "finished_at"
+    )
+    return [
+        {
+            "id": str(r["id"]),
+            "kind": r["kind"],
+            "state": r["state"],
+            "progress": r["progress"],
+            "finished": r["finished_at"] is not None,
+        }
+        for r in rows
+    ]
+
+
+def last_sweep() -> TaskRun | None:
+    return TaskRun.objects.filter(kind="ignored_sweep").order_by("-created_at").first()
+
+
+def sweep_decisions(namespace: Namespace, limit: int = 12) -> list[dict]:
+    """The newest IGNORED_CHECK decisions in a namespace (the ``op_ns_type_ts`` index)."""
+    rows = (
+        Operation.objects.filter(namespace=namespace.name, op_type="IGNORED_CHECK")
+        .order_by("-ts", "-seq")
+        .values("seq", "ts", "target_id", "payload")[:limit]
+    )
+    return list(rows)
+
+
+def simulation_runs(kinds, ids: list) -> list[TaskRun]:
+    return list(TaskRun.objects.filter(pk__in=ids, kind__in=list(kinds)))
+
+
+def latest_runs(kinds) -> dict[str, TaskRun]:
+    """The newest succeeded run of each kind, with its result (one query per kind, ≤ 3)."""
+    out = {}
+    for kind in kinds:
+        run = (
+            TaskRun.objects.filter(kind=kind, state=TaskRun.SUCCEEDED)
+            .order_by("-created_at")
+            .first()
+        )
+        if run is not None:
+            out[kind] = run
+    return out

@@ -1,0 +1,258 @@
+"""The dashboard in a real Chromium against a live server: log in, read the overview with its
+charts drawn and no console error, pin and bulk-deprecate from the review queue as an admin, be
+refused as an operator.
+
+``RMS_SCREENSHOTS=1`` also writes docs/screenshots/*.png from a realistic data set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+# pytest-django's live server and Playwright's sync API share the test thread.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+from rms.models import MemoryObject, Operation  # noqa: E402
+from tests.dashboard import scenario  # noqa: E402
+from tests.dashboard.conftest import T0, record, session_body  # noqa: E402
+from tests.factories import make_client, make_namespace, make_object  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "pw-dashboard-1"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_messages(monkeypatch):
+    """Sessions committed here would queue sweeps for a worker; nothing listens in tests."""
+    monkeypatch.setattr("feedback.sweep.enqueue_sweep", lambda ids: None)
+
+
+class Console:
+    def __init__(self, page):
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.console = Console(page)
+    yield page
+    context.close()
+
+
+def log_in(page, live_server, username: str):
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/**")
+
+
+def review_data(n: int = 3):
+    """``n`` objects injected 20 times and never used: the review queue of ``support``."""
+    make_namespace("support")
+    writer = make_client("writer", "client", ["support"])[0]
+    objs = [make_object(writer, content=f"Stale fact {i}", ts=T0) for i in range(n)]
+    record(
+        writer,
+        *[
+            session_body(f"q-{k}", [(o.pk, 30) for o in objs], hours=1 + k, outcome="PARTIAL")
+            for k in range(20)
+        ],
+    )
+    return objs
+
+
+def test_log_in_and_read_the_overview_with_charts(page, live_server):
+    review_data()
+    scenario.user("otto", "operator", password=PASSWORD)
+    page.goto(f"{live_server.url}/")
+    assert "/accounts/login/" in page.url  # anonymous: sent to the login first
+    log_in(page, live_server, "otto")
+    assert page.get_by_role("heading", name="Overview").is_visible()
+    assert page.get_by_role("heading", name="All namespaces").is_visible()
+    # Four metric cards, each with its state in words.
+    cards = page.locator("article.metric")
+    assert cards.count() == 4
+    for pill in page.locator("article.metric .pill").all():
+        assert re.search(r"(OK|Alert|No data)$", pill.inner_text().strip())
+    # Plotly drew the histograms (served locally), and nothing logged an error.
+    page.wait_for_selector("[data-chart='chart-usage'] .main-svg")
+    page.wait_for_selector("[data-chart='chart-confidence'] .main-svg")
+    assert page.locator(".modebar").count() == 0  # displayModeBar: false
+    assert page.console.errors == []
+    assert page.get_by_role("heading", name="What feedback cannot fix").is_visible()
+
+
+def test_admin_pins_from_the_review_queue(page, live_server):
+    objs = review_data()
+    scenario.user("ada", "admin", password=PASSWORD)
+    log_in(page, live_server, "ada")
+    page.goto(f"{live_server.url}/review/?namespace=support&sort=confidence")
+    row = page.locator("tbody tr", has_text="Stale fact 1")
+    row.locator("summary", has_text="Pin").click()
+    reason = row.get_by_label("Reason for pinning")
+    assert reason.is_visible()
+    reason.fill("Checked with the customer")
+    row.get_by_role("button", name="Pin object").click()
+    page.wait_for_selector(".messages .success")
+    assert "Pinned at confidence" in page.locator(".messages").inner_text()
+    assert "sort=confidence" in page.url  # back to the same view of the queue
+    pinned = MemoryObject.objects.get(pk=objs[1].pk)
+    assert pinned.pinned
+    op = Operation.objects.filter(target_id=pinned.pk).latest("seq")
+    assert (op.op_type, op.actor_id, op.actor_type) == ("PIN", "ada", "HUMAN_USER")
+    assert op.payload["reason"] == "Checked with the customer"
+    assert page.console.errors == []
+
+
+def test_admin_bulk_deprecates_with_one_reason(page, live_server):
+    objs = review_data()
+    scenario.user("ada", "admin", password=PASSWORD)
+    log_in(page, live_server, "ada")
+    page.goto(f"{live_server.url}/review/?namespace=support")
+    submit = page.get_by_role("button", name="Deprecate selected")
+    assert submit.is_disabled()  # nothing selected yet
+    page.get_by_label("Select all objects on this page").check()
+    assert page.locator("[data-selected-count]").inner_text() == "3 selected"
+    page.get_by_label("Deprecate the selected objects with one reason").fill("Product renamed")
+    submit.click()
+    page.wait_for_selector(".messages .success")
+    assert "Deprecated 3 objects." in page.locator(".messages").inner_text()
+    assert "Nothing to review in support" in page.content()
+    ops = Operation.objects.filter(op_type="EPISTEMIC_TRANSITION")
+    assert {op.target_id for op in ops} == {o.pk for o in objs}
+    assert {op.payload["reason"] for op in ops} == {"Product renamed"}
+
+
+def test_operator_is_refused_admin_actions(page, live_server):
+    objs = review_data()
+    scenario.user("otto", "operator", password=PASSWORD)
+    log_in(page, live_server, "otto")
+    page.goto(f"{live_server.url}/review/?namespace=support")
+    assert page.locator("tbody tr").count() == 3
+    assert page.get_by_role("button", name="Deprecate selected").count() == 0
+    assert page.locator("summary", has_text="Pin").count() == 0
+    # A forged POST with a valid CSRF token is still refused on the server.
+    status = page.evaluate(
+        """async (url) => {
+            const token = document.cookie.match(/csrftoken=([^;]+)/)[1];
+            const body = new URLSearchParams({reason: "forged", csrfmiddlewaretoken: token});
+            const r = await fetch(url, {method: "POST", body, credentials: "same-origin"});
+            return r.status;
+        }""",
+        f"/objects/{objs[0].pk}/pin/",
+    )
+    assert status == 403
+    assert not MemoryObject.objects.get(pk=objs[0].pk).pinned
+    page.console.errors.clear()  # the browser logs the refused request itself
+    page.goto(f"{live_server.url}/objects/{objs[0].pk}/")
+    assert page.get_by_role("heading", name="Admin actions").count() == 0
+    page.wait_for_selector("[data-chart='chart-trajectory'] .main-svg")
+    assert page.console.errors == []
+
+
+def test_keyboard_users_can_skip_to_the_content(page, live_server):
+    make_namespace("support")
+    scenario.user("otto", "operator", password=PASSWORD)
+    log_in(page, live_server, "otto")
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to content")
+    assert skip.evaluate("el => el === document.activeElement")
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+
+
+# --- screenshots (opt-in) --------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.environ.get("RMS_SCREENSHOTS"), reason="set RMS_SCREENSHOTS=1")
+def test_screenshots_of_the_main_pages(chromium, live_server):
+    sc = scenario.build(small=False)
+    scenario.user("maria", "admin", password=PASSWORD)
+    from feedback.models import FeedbackAggregate, FeedbackSession
+
+    # The object with the richest history: reinforced often, with relationships.
+    agg = (
+        FeedbackAggregate.objects.filter(namespace__name="support", object__pinned=False)
+        .order_by("-total_confirmed", "-total_injections")
+        .first()
+    )
+    obj_id = agg.object_id
+    session = (
+        FeedbackSession.objects.filter(namespace_scope=["support"], outcome="SUCCESS")
+        .order_by("-ts")
+        .first()
+    )
+    for s in FeedbackSession.objects.filter(namespace_scope=["support"]).order_by("-ts")[:60]:
+        signals = s.record.get("signals", [])
+        if len(s.record.get("injected_object_ids", [])) >= 6 and len(signals) >= 3:
+            session = s
+            break
+    # Simulations: the latest stability run, two precision runs compared, the benchmark suite.
+    compare = [
+        sc.runs[key].pk
+        for key in (
+            "stability_simulation:42:succeeded",
+            "precision_simulation:3:succeeded",
+            "precision_simulation:42:succeeded",
+            "benchmark_suite:42:succeeded",
+        )
+    ]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    context = chromium.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    console = Console(page)
+    log_in(page, live_server, "maria")
+    shots = {
+        "overview": "/?namespace=devops&window=7d",
+        "review-queue": "/review/?namespace=devops",
+        "object": f"/objects/{obj_id}/",
+        "session": f"/sessions/{session.pk}/",
+        "sessions": "/sessions/?namespace=support",
+        "tasks": "/tasks/",
+        "simulations": "/simulations/?" + "&".join(f"run={pk}" for pk in compare),
+        "evidence": "/evidence/?namespace=support",
+    }
+    for name, path in shots.items():
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+        for chart in page.locator("[data-chart]").all():
+            chart.locator(".main-svg").first.wait_for()
+        if name == "review-queue":  # show a row's pin form open, as an admin sees it
+            page.locator("tbody tr").nth(1).locator("summary", has_text="Pin").click()
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    context.close()
+    assert [e for e in console.errors if not re.search("favicon", e)] == []
