@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rms.models import MemoryObject
+from rms.models import MemoryObject, Namespace
 
 
 def lock_objects(ids: Iterable) -> dict:
     """Lock the objects with these ids and return them by id (missing ids are simply absent)."""
     qs = (
-        MemoryObject.objects.select_related("namespace")
-        .filter(pk__in=sorted(set(ids), key=str))
+        MemoryObject.objects.filter(pk__in=sorted(set(ids), key=str))
         .order_by("pk")
         .select_for_update(of=("self",))
     )
-    return {obj.pk: obj for obj in qs}
+    objects = list(qs)
+    # Attach the (few) namespaces once instead of joining and building one per row.
+    namespaces = Namespace.objects.in_bulk({obj.namespace_id for obj in objects})
+    for obj in objects:
+        obj._state.fields_cache["namespace"] = namespaces[obj.namespace_id]
+    return {obj.pk: obj for obj in objects}

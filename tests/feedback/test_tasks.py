@@ -758,6 +758,7 @@ class TestBeat:
         assert schedule["ignored-sweep"]["schedule"] == settings.RMS_SWEEP_EVERY
         assert schedule["metric-snapshots"]["task"] == "feedback.tasks.snapshot_metrics"
         assert schedule["metric-snapshots"]["schedule"] == settings.RMS_SNAPSHOT_EVERY
+        app.loader.import_default_modules()  # what a worker does at start: autodiscovery
         for entry in schedule.values():
             assert entry["task"] in app.tasks
 
