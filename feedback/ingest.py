@@ -76,21 +76,7 @@ class Writes:
     streak_grew: set = field(default_factory=set)
 
 
-OBJECT_FIELDS = [
-    "epistemic_type",
-    "decay_profile",
-    "confidence",
-    "salience_base",
-    "condition_state",
-    "reinforcement_boost",
-    "reinforcement_count",
-    "last_reinforced_at",
-    "pinned",
-    "evidence_ids",
-    "version",
-    "head_hash",
-    "last_op_ts",
-]
+OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
 
 def record_sessions(*, client: ApiClient, items: list[Item]) -> list[tuple[int, dict]]:

@@ -16,7 +16,7 @@ from feedback.selectors import aggregate_from_row
 from rms import bulk, policy
 from rms import services as core
 from rms.errors import DomainError
-from rms.models import ApiClient, IdempotencyRecord, Operation, new_row
+from rms.models import ApiClient, IdempotencyRecord, MemoryObject, Operation, new_row
 
 SIGNAL_SCOPE = "signal"
 
@@ -139,7 +139,7 @@ def signal_record(
             aggregates.on_signal(
                 store.get(obj.pk), signal.signal_type, result.effect, effective, ts
             )
-            obj.save()
+            obj.save(update_fields=MemoryObject.WRITABLE_FIELDS)
             Operation.objects.bulk_create(
                 [op for op in (result.feedback_op, result.change_op) if op]
             )

@@ -17,6 +17,8 @@ import json
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 _temp_ids = itertools.count()
+#: Up to this many rows an update is one UPDATE … FROM (VALUES …); above, COPY into a temp table.
+SMALL_UPDATE = 50
 
 
 def _insert_fields(model) -> list[models.Field]:
@@ -105,7 +107,20 @@ def update(model, objs: list, field_names: list[str]) -> None:
     fields = [meta.get_field(name) for name in field_names]
     table = _q(meta.db_table)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and len(objs) <= SMALL_UPDATE:
+            # A few rows (a single signal's object, aggregate and tally): one statement, instead
+            # of a temp table whose create/drop also churns the system catalogs on every write.
+            all_fields = [pk, *fields]
+            casts = ", ".join(f"%s::{f.db_type(connection)}" for f in all_fields)
+            names = ", ".join(_q(f.column) for f in all_fields)
+            assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
+            values = ", ".join([f"({casts})"] * len(objs))
+            cursor.execute(
+                f"UPDATE {table} SET {assignments} FROM (VALUES {values}) AS v({names}) "
+                f"WHERE {table}.{_q(pk.column)} = v.{_q(pk.column)}",
+                [value for row in _prepared(objs, all_fields) for value in row],
+            )
+        elif connection.vendor == "postgresql":
             temp = _q(f"_bulk_{meta.db_table}_{next(_temp_ids)}")
             all_fields = [pk, *fields]
             columns = ", ".join(_q(f.column) for f in all_fields)

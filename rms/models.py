@@ -133,6 +133,23 @@ class MemoryObject(models.Model):
     def __str__(self) -> str:
         return f"{self.epistemic_type} {self.content[:60]}"
 
+    #: What a write may change; saves name them so the (possibly long) content is not rewritten.
+    WRITABLE_FIELDS = (
+        "epistemic_type",
+        "decay_profile",
+        "confidence",
+        "salience_base",
+        "condition_state",
+        "reinforcement_boost",
+        "reinforcement_count",
+        "last_reinforced_at",
+        "pinned",
+        "evidence_ids",
+        "version",
+        "head_hash",
+        "last_op_ts",
+    )
+
     @property
     def is_active(self) -> bool:
         return self.epistemic_type != policy.DEPRECATED

@@ -218,7 +218,7 @@ def _admin_change(
         op = oplog.admin_change(
             obj, op_type, ts=at, payload=body, actor_id=actor.id, actor_type=actor.type
         )
-        obj.save()
+        obj.save(update_fields=MemoryObject.WRITABLE_FIELDS)
         op.save()
     return obj
 
