@@ -11,7 +11,8 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from rms import replay
-from rms.models import GENESIS_HASH, MemoryObject, Operation
+from rms.edges import verify_edge_replay
+from rms.models import GENESIS_HASH, MemoryObject, Operation, Relationship
 from rms.oplog import hash_row, operation_hash, row_for_hash
 
 BATCH = 2000
@@ -134,7 +135,7 @@ class _Report:
 
 def _chunk_ops(target_ids: list) -> Iterator[tuple[Any, Iterator[OpRow]]]:
     """(target_id, its operations in ``seq`` order) for the targets of one chunk, from one
-    query ordered by (target_id, seq) — the ``op_target_seq`` index — streamed in batches."""
+    query ordered by (target_id, seq), streamed in batches."""
     rows = (
         Operation.objects.filter(target_id__in=target_ids)
         .order_by("target_id", "seq")
@@ -218,7 +219,7 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
     first MAX_LISTED, each with ``object_id`` and ``seq``), "truncated"}``.
     """
     report = _Report()
-    total = MemoryObject.objects.count()
+    total = MemoryObject.objects.count() + Relationship.objects.count()
     fields = ("id", "version", *replay.STATE_FIELDS)
     for chunk in _object_chunks(fields):
         by_id = {obj.pk: obj for obj in chunk}
@@ -230,6 +231,13 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
             )
         report.checked += len(chunk)
         _report_progress(progress, report.checked, total)
+    # Relationships (SPEC §13): each posterior re-derived through rms.evidence.
+    for rel in Relationship.objects.order_by("pk").iterator(chunk_size=CHUNK):
+        for mismatch in verify_edge_replay(rel):
+            report.add({"relationship_id": str(rel.pk), **mismatch})
+        report.checked += 1
+        if report.checked % CHUNK == 0:
+            _report_progress(progress, report.checked, total)
     return report.result()
 
 
@@ -290,9 +298,13 @@ def verify_chain_all(
     target id and ``seq``. Read-only; bounded memory as in ``verify_replay_all``.
     """
     report = _Report()
-    total = MemoryObject.objects.count() + extra_total
+    total = MemoryObject.objects.count() + Relationship.objects.count() + extra_total
     for chunk in _object_chunks(("id", "head_hash")):
         _verify_heads([(obj.pk, "memory_object", obj.head_hash) for obj in chunk], report)
+        _report_progress(progress, report.checked, total)
+    edges = Relationship.objects.order_by("pk").values_list("pk", "head_hash").iterator(CHUNK)
+    while chunk := list(islice(edges, CHUNK)):
+        _verify_heads([(pk, "relationship", head) for pk, head in chunk], report)
         _report_progress(progress, report.checked, total)
     extra = iter(extra_heads)
     while chunk := list(islice(extra, CHUNK)):

@@ -241,3 +241,18 @@ def test_edge_log_replays_and_chains(client_api):
     Operation.objects.filter(seq=op.seq).update(state={**op.state, "alpha": 99.0})
     assert [m["seq"] for m in verify_edge_replay(row)] == [op.seq]
     assert first_break(chain_ops(row.pk), row.head_hash)["seq"] == op.seq
+
+
+def test_verify_tasks_cover_relationships(client_api):
+    """verify_replay_all and verify_chain_all walk edge chains too (issue: relationships)."""
+    from rms.verification import verify_chain_all, verify_replay_all
+
+    a, b = objects(client_api, 2)
+    rel = edge(client_api, a, b, days_ago=2)
+    evidence(client_api, rel, days_ago=1)
+    assert verify_replay_all()["ok"] and verify_chain_all()["ok"]
+    op = Operation.objects.filter(target_id=rel["id"], op_type="EDGE_EVIDENCE").get()
+    Operation.objects.filter(seq=op.seq).update(state={**op.state, "beta": 1.0})
+    replayed, chained = verify_replay_all(), verify_chain_all()
+    assert not replayed["ok"] and replayed["mismatches"][0]["relationship_id"] == rel["id"]
+    assert not chained["ok"] and chained["mismatches"][0]["seq"] == op.seq
