@@ -57,6 +57,11 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
         ["--ops", "20000", "--objects", "200"],
         900,
     ),
+    ("bench_ingest.py", [], ["--objects", "2000", "--single", "80", "--batches", "2"], 900),
+    ("bench_sweep.py", [], ["--objects", "5000"], 900),
+    ("bench_dashboard.py", [], ["--objects", "5000", "--injections", "50000"], 1200),
+    ("detection_bench.py", [], [], 300),
+    ("bench_explicit.py", ["--sessions", "2000"], ["--sessions", "300"], 300),
     (
         "profile_signals.py",
         ["--signals", "1000", "--wait-quiet", "10"],

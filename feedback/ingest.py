@@ -21,7 +21,7 @@ from statistics import fmean
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates
+from feedback import aggregates, detection
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
 from rms import bulk, oplog, policy
@@ -34,6 +34,7 @@ from rms.replay import iso
 
 MAX_BATCH = 500
 AUTO_UNUSED_METHOD = "injection_tracking"  # the service's own deterministic injection tracking
+DETECTED_METHOD = "response_analysis"  # LOW reliability, 0.5 discount (SPEC §2)
 RACE_RETRIES = 3
 
 
@@ -301,8 +302,10 @@ def _apply(
     received: dict = defaultdict(list)
     out_signals: list[dict] = []
 
-    def apply(obj: MemoryObject, signal: policy.Signal, automatic: bool) -> core.SignalResult:
-        result = core.signal_ops(obj, signal, tallies, extra=extra)
+    def apply(
+        obj: MemoryObject, signal: policy.Signal, automatic: bool, more: dict | None = None
+    ) -> core.SignalResult:
+        result = core.signal_ops(obj, signal, tallies, extra={**extra, **(more or {})})
         writes.ops.append(result.feedback_op)
         if result.change_op is not None:
             writes.ops.append(result.change_op)
@@ -333,17 +336,40 @@ def _apply(
         out_signals.append(signal_out(obj, apply(obj, signal, automatic=False)))
 
     unused_ids = [str(pk) for pk in injected if received[pk] == ["UNUSED"]]
-    for pk in injected:
-        if not received[pk]:
-            signal = policy.Signal(
-                signal_type="UNUSED",
-                detection_method=AUTO_UNUSED_METHOD,
-                actor_id=system.id,
-                actor_type=system.type,
-                session_id=session_id,
-                ts=ts,
+    silent = [pk for pk in injected if not received[pk]]
+    detected = {}
+    if data.get("detect") and silent:
+        # Only objects without an explicit signal are analysed: an explicit signal is never
+        # replaced or doubled by an inferred one (RFC-0009 §4).
+        found = detection.analyse(
+            data["response_text"],
+            [detection.DetectionInput(str(pk), objects[pk].content) for pk in silent],
+        )
+        detected = {d.object_id: d for d in found}
+    for pk in silent:
+        found_one = detected.get(str(pk))
+        more = None
+        if found_one is not None:
+            more = {
+                "detected": True,
+                "detection_score": found_one.score,
+                "detection_reason": found_one.reason,
+            }
+        referenced = found_one is not None and found_one.signal_type == detection.REFERENCED
+        signal = policy.Signal(
+            signal_type="REFERENCED" if referenced else "UNUSED",
+            detection_method=DETECTED_METHOD if found_one is not None else AUTO_UNUSED_METHOD,
+            actor_id=system.id,
+            actor_type=system.type,
+            session_id=session_id,
+            ts=ts,
+        )
+        result = apply(objects[pk], signal, automatic=True, more=more)
+        if referenced:
+            out_signals.append(
+                {**signal_out(objects[pk], result), "detected": True, "score": found_one.score}
             )
-            apply(objects[pk], signal, automatic=True)
+        else:
             unused_ids.append(str(pk))
 
     outcome = data.get("outcome")

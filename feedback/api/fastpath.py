@@ -31,6 +31,8 @@ SESSION_KEYS = frozenset(
         "ts",
         "injections",
         "signals",
+        "response_text",
+        "detect",
     }
 )
 INJECTION_KEYS = frozenset(
@@ -177,6 +179,14 @@ def validate_session(body) -> dict | None:
                 out["ts"] = _TS.to_internal_value(body["ts"])
             except serializers.ValidationError:
                 raise _Reject from None
+        if "response_text" in body:
+            out["response_text"] = _text(body["response_text"], 200_000, blank=True)
+        if "detect" in body:
+            if type(body["detect"]) is not bool:
+                raise _Reject
+            out["detect"] = body["detect"]
+            if out["detect"] and not out.get("response_text"):
+                raise _Reject
         out["injections"] = _entries(body.get("injections", []), _injection)
         out["signals"] = _entries(body.get("signals", []), _signal)
     except _Reject:

@@ -52,8 +52,14 @@ class SessionIn(StrictSerializer):
     ts = serializers.DateTimeField(required=False)
     injections = serializers.ListField(child=InjectionIn(), max_length=MAX_ENTRIES, required=False)
     signals = serializers.ListField(child=SessionSignalIn(), max_length=MAX_ENTRIES, required=False)
+    response_text = serializers.CharField(required=False, allow_blank=True, max_length=200_000)
+    detect = serializers.BooleanField(required=False)
 
     def validate(self, attrs):
+        if attrs.get("detect") and not attrs.get("response_text"):
+            raise serializers.ValidationError(
+                {"response_text": ["Required (non-empty) when detect is true."]}
+            )
         attrs.setdefault("injections", [])
         attrs.setdefault("signals", [])
         attrs["namespace_scope"] = list(dict.fromkeys(attrs["namespace_scope"]))

@@ -138,6 +138,8 @@ def valid_body() -> dict:
         "context_text": "t",
         "context_tags": ["a"],
         "outcome": "SUCCESS",
+        "response_text": "Alice uses Python",
+        "detect": True,
         "ts": "2026-01-01T00:00:00Z",
         "injections": [
             {

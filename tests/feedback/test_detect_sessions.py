@@ -1,0 +1,145 @@
+"""Server-side detection (issue: signal detection): sessions with response_text and detect,
+the RFC-0009 explicit-feedback check, and POST /detect."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from feedback import aggregates, rebuild
+from feedback.models import FeedbackAggregate
+from rms.models import Operation
+from tests.feedback.test_sessions_api import post, session
+
+pytestmark = pytest.mark.django_db
+
+CONTENTS = [
+    "Alice prefers Python for data pipelines",
+    "The staging cluster runs PostgreSQL 15 on db-07",
+    "Bob's invoices go to finance@bob.example",
+]
+RESPONSE = (
+    "Since Alice prefers Python for data pipelines, here is a pandas example. "
+    "Let me know if you need anything else."
+)
+
+
+def make(api, contents=CONTENTS):
+    body = [
+        {
+            "namespace": "support",
+            "content": c,
+            "epistemic_type": "ASSERTED",
+            "ts": "2026-06-01T00:00:00Z",
+        }
+        for c in contents
+    ]
+    return [o["id"] for o in api.post("/api/v1/objects", body, format="json").json()]
+
+
+def test_detected_signals_are_discounted_and_never_explicit(client_api):
+    a, b, c = make(client_api)
+    body = session(
+        "d1",
+        [(a, 10), (b, 10), (c, 10)],
+        [(c, "CONFIRMED", {"actor_type": "HUMAN_USER", "actor_id": "u"})],
+    )
+    body.update(response_text=RESPONSE + " Bob's invoices go to finance@bob.example.", detect=True)
+    r = post(client_api, body)
+    assert r.status_code == 201, r.content
+    rec = r.json()
+    by_obj = {s["object_id"]: s for s in rec["signals"]}
+    # a: referenced by the response → REFERENCED from the analyser, LOW, γ = 0.08 · 0.5
+    assert by_obj[a]["signal_type"] == "REFERENCED" and by_obj[a]["detected"] is True
+    assert by_obj[a]["detection_method"] == "response_analysis"
+    assert by_obj[a]["reliability_class"] == "LOW" and by_obj[a]["effective_gamma"] == 0.04
+    # b: not mentioned → UNUSED recorded as detected by response analysis
+    assert rec["unused_ids"] == [b]
+    fe = Operation.objects.get(target_id=b, op_type="FEEDBACK_EVENT")
+    assert fe.payload["detection_method"] == "response_analysis" and fe.payload["detected"]
+    # c: the explicit CONFIRMED stays explicit and is not analysed again
+    assert by_obj[c]["signal_type"] == "CONFIRMED" and "detected" not in by_obj[c]
+    assert by_obj[c]["detection_method"] == "explicit_user"
+    assert Operation.objects.filter(target_id=c, op_type="FEEDBACK_EVENT").count() == 1
+
+
+def test_without_detect_silence_is_injection_tracking(client_api):
+    a, b, _ = make(client_api)
+    body = session("d2", [(a, 10), (b, 10)])
+    body["response_text"] = RESPONSE
+    rec = post(client_api, body).json()
+    assert rec["signals"] == [] and rec["unused_ids"] == [a, b]
+    methods = {
+        o.payload["detection_method"] for o in Operation.objects.filter(op_type="FEEDBACK_EVENT")
+    }
+    assert methods == {"injection_tracking"}
+
+
+def test_detect_needs_response_text(client_api):
+    (a, *_) = make(client_api)
+    r = post(client_api, {**session("d3", [(a, 10)]), "detect": True})
+    assert r.status_code == 400 and "response_text" in r.json()["error"]["fields"]
+
+
+def test_explicit_feedback_is_detected_100_percent(client_api):
+    """RFC-0009 §13: every explicit signal posted is recorded as such, even with detection on."""
+    ids = make(client_api, [f"fact number {i} about topic {i}" for i in range(12)])
+    rng = random.Random(5)
+    posted = recorded = 0
+    for n in range(40):
+        injected = rng.sample(ids, 6)
+        explicit = [
+            (
+                oid,
+                rng.choice(["CONFIRMED", "CORRECTED", "TASK_COMPLETED_WITH"]),
+                {"actor_type": "HUMAN_USER", "actor_id": "u", "detection_method": "explicit_user"},
+            )
+            for oid in injected[: rng.randint(0, 4)]
+        ]
+        body = session(f"x{n}", [(oid, 10) for oid in injected], explicit, hours=1 + n)
+        body.update(
+            response_text=" ".join(f"fact number {i}" for i in range(0, 12, 2)), detect=True
+        )
+        rec = post(client_api, body).json()
+        sent = {(oid, st) for oid, st, _ in explicit}
+        got = {
+            (s["object_id"], s["signal_type"])
+            for s in rec["signals"]
+            if s["detection_method"] == "explicit_user" and not s.get("detected")
+        }
+        posted += len(sent)
+        recorded += len(sent & got)
+        assert not any(
+            s.get("detected") and s["object_id"] in {o for o, _ in sent} for s in rec["signals"]
+        )
+    assert posted > 50 and recorded == posted
+    folded = rebuild.fold_log()
+    for row in FeedbackAggregate.objects.all():
+        for f in aggregates.FIELDS:
+            assert getattr(row, f) == getattr(folded[row.object_id], f)
+
+
+def test_detect_endpoint(client_api, outsider_api):
+    a, b, c = make(client_api)
+    r = client_api.post(
+        "/api/v1/detect", {"response_text": RESPONSE, "object_ids": [b, a]}, format="json"
+    )
+    assert r.status_code == 200
+    res = r.json()["results"]
+    assert [x["object_id"] for x in res] == [b, a]
+    assert [x["signal_type"] for x in res] == ["UNUSED", "REFERENCED"]
+    assert all(0 <= x["score"] <= 1 and x["reason"] for x in res)
+    for bad in (
+        {"response_text": "  ", "object_ids": [a]},
+        {"response_text": RESPONSE, "object_ids": [str(uuid.uuid4())]},
+        {"response_text": RESPONSE, "object_ids": []},
+    ):
+        assert client_api.post("/api/v1/detect", bad, format="json").status_code == 400
+    assert (
+        outsider_api.post(
+            "/api/v1/detect", {"response_text": RESPONSE, "object_ids": [a]}, format="json"
+        ).status_code
+        == 400
+    )
