@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import uuid
-from datetime import datetime
 
-from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -440,26 +437,11 @@ class TaskListView(APIView):
             if state not in TaskRun.STATES:
                 raise ValidationError({"state": [f"Must be one of {', '.join(TaskRun.STATES)}."]})
             qs = qs.filter(state=state)
-        size = pagination.page_size(request)
-        cursor = pagination.decode_cursor(request)
-        if cursor is not None:
-            try:
-                created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
-            except (IndexError, TypeError, ValueError) as exc:
-                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
-            qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
-        rows = list(qs.order_by("-created_at", "-id")[: size + 1])
-        more = len(rows) > size
-        rows = rows[:size]
-        next_cursor = (
-            pagination.encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)])
-            if more
-            else None
-        )
+        rows, next_page = pagination.created_at_page(request, qs, newest_first=True)
         return Response(
             {
                 "results": [taskruns.task_out(run) for run in rows],
-                "next": pagination.next_url(request, next_cursor),
+                "next": next_page,
             }
         )
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
+from datetime import datetime
 
+from django.db.models import Q
 from rest_framework.exceptions import ValidationError
 
 DEFAULT_PAGE_SIZE = 100
@@ -52,3 +55,28 @@ def next_url(request, cursor: str | None) -> str | None:
     params = request.query_params.copy()
     params["cursor"] = cursor
     return request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+
+
+def created_at_page(request, qs, *, newest_first: bool = False) -> tuple[list, str | None]:
+    """One page of ``qs`` in (created_at, id) order and the URL of the next page.
+
+    The cursor is the last row's (created_at, id); ties on created_at fall back to the id.
+    """
+    size = page_size(request)
+    cursor = decode_cursor(request)
+    if cursor is not None:
+        try:
+            created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+        except (IndexError, TypeError, ValueError) as exc:
+            raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+        if newest_first:
+            after = Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id)
+        else:
+            after = Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=last_id)
+        qs = qs.filter(after)
+    order = ("-created_at", "-id") if newest_first else ("created_at", "id")
+    rows = list(qs.order_by(*order)[: size + 1])
+    more = len(rows) > size
+    rows = rows[:size]
+    last = encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)]) if more else None
+    return rows, next_url(request, last)

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rms import policy
 from rms.extensions import object_extras
 from rms.models import MemoryObject, Namespace, Operation
+from rms.oplog import row_for_hash
 from rms.replay import iso, state_from_snapshot
 
 # --- input --------------------------------------------------------------------------------------
@@ -204,23 +205,8 @@ def objects_out(objects: list[MemoryObject], now: datetime) -> list[dict]:
 
 
 def operation_out(op: Operation) -> dict:
-    return {
-        "seq": op.seq,
-        "id": str(op.id),
-        "ts": iso(op.ts),
-        "op_type": op.op_type,
-        "target_type": op.target_type,
-        "target_id": str(op.target_id),
-        "namespace": op.namespace,
-        "actor_id": op.actor_id,
-        "actor_type": op.actor_type,
-        "session_id": op.session_id,
-        "payload": op.payload,
-        "policy_version": op.policy_version,
-        "state": op.state,
-        "prev_hash": op.prev_hash,
-        "hash": op.hash,
-    }
+    """The operation as stored: the hashed row (SPEC §6) plus its ``seq`` and ``hash``."""
+    return {"seq": op.seq, **row_for_hash(op), "hash": op.hash}
 
 
 def state_as_of_out(obj: MemoryObject, op: Operation, as_of: datetime, version: int) -> dict:

@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -152,27 +151,9 @@ class ObjectListView(APIView):
             if pinned not in ("true", "false"):
                 raise ValidationError({"pinned": ["Must be true or false."]})
             qs = qs.filter(pinned=pinned == "true")
-        size = pagination.page_size(request)
-        cursor = pagination.decode_cursor(request)
-        if cursor is not None:
-            try:
-                created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
-            except (IndexError, TypeError, ValueError) as exc:
-                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
-            qs = qs.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=last_id))
-        rows = list(qs.order_by("created_at", "id")[: size + 1])
-        more = len(rows) > size
-        rows = rows[:size]
-        next_cursor = (
-            pagination.encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)])
-            if more
-            else None
-        )
+        rows, next_page = pagination.created_at_page(request, qs)
         return Response(
-            {
-                "results": serializers.objects_out(rows, timezone.now()),
-                "next": pagination.next_url(request, next_cursor),
-            }
+            {"results": serializers.objects_out(rows, timezone.now()), "next": next_page}
         )
 
     @extend_schema(
