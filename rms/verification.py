@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from rms import replay
 from rms.edges import verify_edge_replay
 from rms.models import GENESIS_HASH, MemoryObject, Operation, Relationship
-from rms.oplog import hash_row, operation_hash, row_for_hash
+from rms.oplog import hash_row, row_for_hash
 
 BATCH = 2000
 
@@ -40,20 +40,10 @@ def first_break(ops: Iterable[Operation], head_hash: str) -> dict | None:
     """The first broken link of one target's chain, or None when the chain is intact.
 
     A changed row fails its own hash; a removed row breaks the next row's ``prev_hash``; a
-    truncated tail leaves the target's stored head hash pointing past the last row.
+    truncated tail leaves the target's stored head hash pointing past the last row. Strict: the
+    head must be the chain's last hash (no writer may be appending meanwhile).
     """
-    expected_prev = GENESIS_HASH
-    last_seq = None
-    for op in ops:
-        if op.prev_hash != expected_prev:
-            return {"seq": op.seq, "reason": "prev_hash does not match the previous operation"}
-        if operation_hash(op) != op.hash:
-            return {"seq": op.seq, "reason": "hash does not match the operation's content"}
-        expected_prev = op.hash
-        last_seq = op.seq
-    if head_hash != expected_prev:
-        return {"seq": last_seq, "reason": "the target's head hash is not the chain's last hash"}
-    return None
+    return _chain_break(ops, head_hash, None, tolerate_appends=False)
 
 
 def verify_object_chain(obj: MemoryObject) -> dict | None:
@@ -241,16 +231,22 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
     return report.result()
 
 
-def _chain_break(ops: Iterable[OpRow], head_hash: str, report: _Report) -> dict | None:
-    """Like ``first_break`` over plain rows, and tolerant of concurrent appends: the head is read
-    before the operations, so the chain may go on past it, correctly linked."""
+def _chain_break(
+    ops: Iterable, head_hash: str, report: _Report | None, *, tolerate_appends: bool = True
+) -> dict | None:
+    """The first broken link of one chain (see ``first_break``). With ``tolerate_appends`` (the
+    whole-log tasks, which read the head before the operations) the chain may go on past the
+    stored head, correctly linked; without it the head must be the last hash."""
     expected_prev = GENESIS_HASH
     last_seq = None
     head_seen = False  # a row and its first operation are committed together: never genesis
     broken = None
     for op in ops:
-        report.operations += 1
+        if report is not None:
+            report.operations += 1
         if broken is not None:
+            if report is None:
+                break
             continue  # only the first broken link per target; keep counting
         if op.prev_hash != expected_prev:
             broken = {"seq": op.seq, "reason": "prev_hash does not match the previous operation"}
@@ -260,7 +256,8 @@ def _chain_break(ops: Iterable[OpRow], head_hash: str, report: _Report) -> dict 
             expected_prev = op.hash
             last_seq = op.seq
             head_seen = head_seen or op.hash == head_hash
-    if broken is None and not head_seen:
+    head_ok = head_seen if tolerate_appends else expected_prev == head_hash
+    if broken is None and not head_ok:
         broken = {"seq": last_seq, "reason": "the target's head hash is not the chain's last hash"}
     return broken
 
