@@ -20,7 +20,7 @@ from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out, operation_out
-from rms.api.views import body_hash, parse_time_param, parse_uuid, validated
+from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, Forbidden, NotFound
 from rms.models import MemoryObject, Namespace
 from rms.oplog import canonical_json
@@ -128,20 +128,6 @@ class FeedbackSessionDetailView(APIView):
         if session is None:
             raise NotFound("No such feedback session.")
         return Response(session.record)
-
-
-def namespace_param(request, *, required: bool = True) -> Namespace | None:
-    name = request.query_params.get("namespace")
-    if not name:
-        if required:
-            raise ValidationError({"namespace": ["This parameter is required."]})
-        return None
-    if not request.auth.can_see(name):
-        raise Forbidden(f"You may not read namespace {name!r}.")
-    ns = Namespace.objects.filter(name=name).first()
-    if ns is None:
-        raise NotFound(f"No namespace {name!r}.")
-    return ns
 
 
 class MetricsView(APIView):

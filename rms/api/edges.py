@@ -16,9 +16,7 @@ from rest_framework.views import APIView
 from rms import edges, evidence
 from rms.api.permissions import ANY_ROLE, WRITERS
 from rms.api.serializers import StrictSerializer, choice
-from rms.api.views import parse_time_param, parse_uuid, validated
-from rms.errors import Forbidden, NotFound
-from rms.models import Namespace
+from rms.api.views import namespace_param, parse_time_param, parse_uuid, validated
 from rms.services import Actor, visible_object
 
 MAX_SEEDS = 100
@@ -122,15 +120,8 @@ class CalibrationView(APIView):
     def get(self, request):
         """Per extraction context: prior mean against the share of user/external evidence
         that corroborated."""
-        name = request.query_params.get("namespace")
-        if not name:
-            raise ValidationError({"namespace": ["This parameter is required."]})
-        if not request.auth.can_see(name):
-            raise Forbidden(f"You may not read namespace {name!r}.")
-        ns = Namespace.objects.filter(name=name).first()
-        if ns is None:
-            raise NotFound("No such namespace.")
-        return Response({"namespace": name, "results": edges.calibration(ns)})
+        ns = namespace_param(request)
+        return Response({"namespace": ns.name, "results": edges.calibration(ns)})
 
 
 class ObjectRelationshipsView(APIView):

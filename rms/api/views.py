@@ -52,6 +52,21 @@ def parse_time_param(request, name: str, *, required: bool = False) -> datetime 
     return value
 
 
+def namespace_param(request, *, required: bool = True) -> Namespace | None:
+    """The ``?namespace=`` a caller may read: 400 missing, 403 not theirs, 404 unknown."""
+    name = request.query_params.get("namespace")
+    if not name:
+        if required:
+            raise ValidationError({"namespace": ["This parameter is required."]})
+        return None
+    if not request.auth.can_see(name):
+        raise Forbidden(f"You may not read namespace {name!r}.")
+    ns = Namespace.objects.filter(name=name).first()
+    if ns is None:
+        raise NotFound(f"No namespace {name!r}.")
+    return ns
+
+
 def body_hash(request) -> str:
     """Canonical JSON of the body as sent, before defaults are filled in (SPEC §7)."""
     return hashlib.sha256(canonical_json(request.data).encode()).hexdigest()
