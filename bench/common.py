@@ -85,35 +85,27 @@ def _check_db_name(name: str) -> None:
         raise ValueError(f"refusing to recreate {name!r}: benchmark databases are rms_bench*")
 
 
-def recreate_database(name: str = BENCH_DB) -> None:
-    """Drop (terminating its connections) and create the benchmark database."""
+def _admin_connection():
+    """An autocommit connection to the ``postgres`` database (CREATE/DROP DATABASE)."""
     import psycopg
 
-    _check_db_name(name)
-    with psycopg.connect(
-        host=HOST,
-        port=PG_PORT,
-        user="postgres",
-        dbname="postgres",
-        autocommit=True,
+    return psycopg.connect(
+        host=HOST, port=PG_PORT, user="postgres", dbname="postgres", autocommit=True,
         connect_timeout=10,
-    ) as conn:
+    )  # fmt: skip
+
+
+def recreate_database(name: str = BENCH_DB) -> None:
+    """Drop (terminating its connections) and create the benchmark database."""
+    _check_db_name(name)
+    with _admin_connection() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def drop_database(name: str = BENCH_DB) -> None:
-    import psycopg
-
     _check_db_name(name)
-    with psycopg.connect(
-        host=HOST,
-        port=PG_PORT,
-        user="postgres",
-        dbname="postgres",
-        autocommit=True,
-        connect_timeout=10,
-    ) as conn:
+    with _admin_connection() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
