@@ -119,7 +119,7 @@ class Obj:
     __slots__ = (
         "id", "ns", "etype", "decay", "conf", "sal", "boost", "count", "last", "version", "useful",
         "inj", "ref", "corr", "unused", "streak", "last_pos", "last_neg", "gamma", "delta", "uses",
-        "last_use", "utility", "unused_sessions", "last_ts",
+        "last_use", "utility", "unused_sessions", "last_ts", "tokens",
     )  # fmt: skip
 
 
@@ -200,7 +200,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
         o.conf = DEFAULT_CONFIDENCE[o.etype]
         o.sal, o.boost, o.count, o.last, o.version = 0.5, 0.0, 0, None, 1
         o.useful = rng.random() < 0.3
-        o.inj = o.ref = o.corr = o.unused = o.streak = o.uses = o.unused_sessions = 0
+        o.inj = o.ref = o.corr = o.unused = o.streak = o.uses = o.unused_sessions = o.tokens = 0
         o.last_pos = o.last_neg = o.last_use = None
         o.gamma = o.delta = 0.0
         o.utility = 0.5
@@ -285,6 +285,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
             for rank, o in enumerate(chosen, 1):
                 cost = rng.randint(20, 120)
                 o.inj += 1
+                o.tokens += cost
                 o.version += 1
                 ops.append(
                     (
@@ -423,7 +424,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
         "total_task_completed", "total_corrected", "total_unused", "usage_ratio",
         "last_positive_signal", "last_negative_signal", "lifetime_gamma_applied",
         "lifetime_delta_applied", "unused_streak", "utility", "uses", "last_use_at",
-        "unused_sessions", "checked_unused_sessions",
+        "unused_sessions", "checked_unused_sessions", "total_token_cost",
     ]  # fmt: skip
     copy(
         FeedbackAggregate,
@@ -432,7 +433,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
             (
                 o.id, namespaces[o.ns].pk, o.inj, o.ref, 0, 0, o.corr, o.unused,
                 min(1.0, o.ref / o.inj) if o.inj else None, o.last_pos, o.last_neg, o.gamma,
-                o.delta, o.streak, o.utility, o.uses, o.last_use, o.unused_sessions, 0,
+                o.delta, o.streak, o.utility, o.uses, o.last_use, o.unused_sessions, 0, o.tokens,
             )
             for o in objs
             if o.inj or o.corr

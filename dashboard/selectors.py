@@ -15,11 +15,12 @@ from datetime import UTC, datetime, timedelta
 from django.core.cache import cache
 from django.db.models import Count, F, Max, OuterRef, Prefetch, Q, Subquery, Sum, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Floor, Least, Trunc
+from django.db.models.functions import Floor, Least, Trunc
 from django.utils import timezone
 
 from feedback import metrics
-from feedback.metrics import METRIC_NAMES, WASTE_USAGE_RATIO
+from feedback import selectors as feedback_selectors
+from feedback.metrics import METRIC_NAMES
 from feedback.models import (
     FeedbackAggregate,
     FeedbackSession,
@@ -166,36 +167,10 @@ def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
 
 def window_stats(namespace_ids: list[int], since: datetime | None) -> dict[int, dict]:
     """The windowed sums of SPEC §10 per namespace: sessions (count, corrected, Σ budget) and
-    injections (count, unused, wasted token cost), one grouped query each.
-
-    "Wasted" is an ``IN (subquery)`` filter over the aggregates below 0.05, which PostgreSQL
-    hashes once, instead of joining every injection to its object and aggregate.
-    """
-    sessions = {
-        r["namespace_id"]: r
-        for r in _window(SessionNamespace.objects.filter(namespace_id__in=namespace_ids), since)
-        .values("namespace_id")
-        .annotate(
-            n=Count("id"),
-            corrected=Count("id", filter=Q(has_corrected=True)),
-            budget=Sum("context_budget"),
-        )
-        .order_by()
-    }
-    wasteful = FeedbackAggregate.objects.filter(
-        namespace_id__in=namespace_ids, usage_ratio__lt=WASTE_USAGE_RATIO
-    ).values("object_id")
-    injections = {
-        r["namespace_id"]: r
-        for r in _window(InjectionEvent.objects.filter(namespace_id__in=namespace_ids), since)
-        .values("namespace_id")
-        .annotate(
-            n=Count("id"),
-            unused=Count("id", filter=Q(ended_unused=True)),
-            wasted=Sum("token_cost", filter=Q(object_id__in=Subquery(wasteful))),
-        )
-        .order_by()
-    }
+    injections (count, unused, wasted token cost), one grouped query each
+    (``feedback.selectors``; all-time injection sums come from the aggregates)."""
+    sessions = feedback_selectors.session_sums(namespace_ids, since)
+    injections = feedback_selectors.injection_sums(namespace_ids, since)
     return {
         ns_id: {"s": sessions.get(ns_id, {}), "i": injections.get(ns_id, {})}
         for ns_id in namespace_ids
@@ -203,16 +178,8 @@ def window_stats(namespace_ids: list[int], since: datetime | None) -> dict[int, 
 
 
 def metric_inputs_of(stats: ObjectStats, window: dict) -> metrics.MetricInputs:
-    s, i = window["s"], window["i"]
-    return metrics.MetricInputs(
-        usage_ratio_sum=stats.usage_ratio_sum,
-        usage_ratio_count=stats.usage_ratio_count,
-        sessions=s.get("n") or 0,
-        sessions_with_corrected=s.get("corrected") or 0,
-        wasted_token_cost=i.get("wasted") or 0,
-        context_budget_total=s.get("budget") or 0,
-        unused_injections=i.get("unused") or 0,
-        injections=i.get("n") or 0,
+    return feedback_selectors.inputs_from(
+        stats.usage_ratio_sum, stats.usage_ratio_count, window["s"], window["i"]
     )
 
 
@@ -430,22 +397,9 @@ REVIEW_SORTS = {
     "injections": "aggregate__total_injections",
     "confidence": "confidence",
     "last_use": "aggregate__last_use_at",
-    "tokens": "tokens_spent",
+    "tokens": "aggregate__total_token_cost",
 }
 REVIEW_DEFAULT_SORT = "usage_ratio"
-
-
-def tokens_spent_subquery():
-    return Coalesce(
-        Subquery(
-            InjectionEvent.objects.filter(object_id=OuterRef("pk"))
-            .order_by()
-            .values("object_id")
-            .annotate(s=Sum("token_cost"))
-            .values("s")[:1]
-        ),
-        Value(0),
-    )
 
 
 def review_rows(
@@ -456,25 +410,10 @@ def review_rows(
     if epistemic_type:
         qs = qs.filter(epistemic_type=epistemic_type)
     field_name = REVIEW_SORTS.get(sort, REVIEW_SORTS[REVIEW_DEFAULT_SORT])
-    if sort == "tokens":
-        qs = qs.annotate(tokens_spent=tokens_spent_subquery())
     order = (
         F(field_name).desc(nulls_last=True) if descending else F(field_name).asc(nulls_first=True)
     )
     return qs.order_by(order, "pk")
-
-
-def tokens_spent(object_ids: list) -> dict:
-    """{object id: Σ token_cost of its injections}, for one page of objects, in one query."""
-    if not object_ids:
-        return {}
-    return dict(
-        InjectionEvent.objects.filter(object_id__in=object_ids)
-        .values("object_id")
-        .annotate(s=Sum("token_cost"))
-        .order_by()
-        .values_list("object_id", "s")
-    )
 
 
 # --- one object -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Keeping the overview warm (optional; needs a beat entry and a cache shared with the web
-processes, i.e. ``REDIS_URL``).
+"""Keeping the overview warm (beat runs it every minute; the cache it fills is shared with the
+web processes: Redis, or files under var/ without Redis).
 
 At a million injections the windowed metric sums of the overview take hundreds of milliseconds;
 the view caches them for a minute. This task recomputes them ahead for every window and the

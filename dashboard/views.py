@@ -197,10 +197,8 @@ def review(request):
     qs = selectors.review_rows(ns, sort=sort, descending=descending, epistemic_type=etype)
     page = _page(request, qs)
     rows = list(page.object_list)
-    if sort != "tokens":
-        spent = selectors.tokens_spent([o.pk for o in rows])
-        for o in rows:
-            o.tokens_spent = spent.get(o.pk, 0)
+    for o in rows:
+        o.tokens_spent = o.aggregate.total_token_cost  # review_queue selects the aggregate
     context.update(
         {
             "page": page,

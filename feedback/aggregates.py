@@ -30,6 +30,9 @@ class Aggregate:
     """Mutable on purpose: a rebuild folds a million operations through one of these per object."""
 
     total_injections: int = 0
+    #: Σ token_cost of the injections: the all-time budget spent on the object, so the all-time
+    #: budget_waste_ratio (SPEC §10) is a sum over aggregates instead of a scan of injections.
+    total_token_cost: int = 0
     total_referenced: int = 0
     total_confirmed: int = 0
     total_task_completed: int = 0
@@ -65,8 +68,9 @@ class Aggregate:
 FIELDS = tuple(Aggregate.__dataclass_fields__)
 
 
-def on_injection(agg: Aggregate) -> None:
+def on_injection(agg: Aggregate, token_cost: int) -> None:
     agg.total_injections += 1
+    agg.total_token_cost += token_cost
 
 
 def on_signal(

@@ -280,7 +280,7 @@ def _apply(
                 obj, ts=ts, payload=payload, actor_id=system.id, actor_type=system.type
             )
         )
-        aggregates.on_injection(store.get(obj.pk))
+        aggregates.on_injection(store.get(obj.pk), inj["token_cost"])
         row = new_row(
             InjectionEvent,
             id=None,

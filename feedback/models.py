@@ -20,6 +20,7 @@ class FeedbackAggregate(models.Model):
     )
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
     total_injections = models.PositiveIntegerField(default=0)
+    total_token_cost = models.PositiveBigIntegerField(default=0)
     total_referenced = models.PositiveIntegerField(default=0)
     total_confirmed = models.PositiveIntegerField(default=0)
     total_task_completed = models.PositiveIntegerField(default=0)
@@ -39,11 +40,11 @@ class FeedbackAggregate(models.Model):
 
     class Meta:
         indexes = [
-            # Covering: the review queue, the wasteful-object set and the usage histogram are
-            # answered from the index alone (INCLUDE on PostgreSQL).
+            # Covering: the review queue, the wasteful-object set, the usage histogram and the
+            # all-time injection sums are answered from the index alone (INCLUDE on PostgreSQL).
             models.Index(
                 fields=["namespace", "usage_ratio"],
-                include=["object", "total_injections"],
+                include=["object", "total_injections", "total_token_cost", "unused_sessions"],
                 name="agg_ns_usage",
             ),
             models.Index(fields=["namespace", "unused_streak"], name="agg_ns_streak"),

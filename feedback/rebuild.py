@@ -42,7 +42,7 @@ def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | No
     for n, (op_type, target_id, ts, payload) in enumerate(rows, 1):
         if op_type == "INJECTION_EVENT":
             if (a := agg(target_id)) is not None:
-                aggregates.on_injection(a)
+                aggregates.on_injection(a, payload["token_cost"])
         elif op_type == "FEEDBACK_EVENT":
             if (a := agg(target_id)) is not None:
                 aggregates.on_signal(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from pathlib import Path
 
 import environ
@@ -185,11 +186,28 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# --- cache (throttling) -----------------------------------------------------------------------
+# --- cache (throttling, the overview's precomputed metrics) -----------------------------------
+# Shared by every web process and the worker: with Redis, Redis; without it, files under var/, so
+# throttling counts across gunicorn workers and the worker's warm_overview serves the web
+# processes. RMS_CACHE=locmem keeps it in memory (the default under pytest: tests stay isolated).
 REDIS_URL = env.str("REDIS_URL", default="")
-if REDIS_URL:
+RMS_CACHE = env.str(
+    "RMS_CACHE", default="redis" if REDIS_URL else ("locmem" if "pytest" in sys.modules else "file")
+)
+if RMS_CACHE not in ("redis", "file", "locmem"):
+    raise ImproperlyConfigured(f"RMS_CACHE must be redis, file or locmem, not {RMS_CACHE!r}.")
+if RMS_CACHE == "redis":
+    if not REDIS_URL:
+        raise ImproperlyConfigured("RMS_CACHE=redis needs REDIS_URL.")
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+elif RMS_CACHE == "file":
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

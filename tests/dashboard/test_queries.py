@@ -25,7 +25,7 @@ PAGES = {
     # + the daily snapshot series of the "all" window
     "/?window=all": 10,
     # namespaces, count, page, tokens spent of the page
-    "/review/?namespace=support": 7,
+    "/review/?namespace=support": 6,
     "/review/?namespace=support&sort=tokens&dir=desc": 6,
     # namespaces, count, page, its sessions, injections and signals of the page
     "/sessions/?namespace=support": 9,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard import charts, selectors
-from feedback.selectors import metric_inputs
+from feedback.selectors import injection_sums, metric_inputs
 from rms import policy
 from rms.models import MemoryObject, Namespace
 from tests.dashboard.conftest import T0, build_history
@@ -31,6 +31,22 @@ def test_grouped_metric_inputs_equal_the_per_namespace_selector(namespaces, sinc
         # Σ usage ratio is summed per bin, then over the bins: equal up to rounding.
         assert grouped[ns.pk].usage_ratio_sum == pytest.approx(expected.usage_ratio_sum)
         assert replace(grouped[ns.pk], usage_ratio_sum=0) == replace(expected, usage_ratio_sum=0)
+
+
+@pytest.mark.django_db
+def test_all_time_injection_sums_from_the_aggregates_equal_a_scan_of_the_injections(namespaces):
+    writer = make_client("w", "client", ["support", "billing"])[0]
+    build_history(writer, objects=4, sessions=3)
+    ids = list(Namespace.objects.values_list("pk", flat=True))
+    from_aggregates = injection_sums(ids)
+    scanned = injection_sums(ids, since=datetime(2000, 1, 1, tzinfo=UTC))
+    assert set(from_aggregates) == set(scanned)
+    for ns_id, row in scanned.items():
+        assert {k: from_aggregates[ns_id][k] for k in ("n", "unused", "wasted")} == {
+            k: row[k] for k in ("n", "unused", "wasted")
+        }
+    assert any(row["unused"] for row in scanned.values())
+    assert any(row["wasted"] for row in scanned.values())
 
 
 @pytest.mark.django_db
