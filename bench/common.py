@@ -37,7 +37,14 @@ BENCH_VAR_DIR = ROOT / "var" / "bench"
 #: Throttling must never answer 429 during a benchmark.
 THROTTLE_RATE = "1000000/min"
 #: Environment variables of the caller that would change what is measured.
-_SCRUBBED = ("DEBUG", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RMS_THROTTLE_RATE")
+_SCRUBBED = (
+    "DEBUG",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "RMS_THROTTLE_RATE",
+    "RMS_CACHE",
+)
 
 SETUP_TIMEOUT = 300  # seconds, for migrate and create_api_client
 SERVER_START_TIMEOUT = 60
@@ -75,6 +82,8 @@ def bench_env(db: str = BENCH_DB, *, redis_url: str | None = None, **extra: str)
     env["PYTHONUNBUFFERED"] = "1"
     if redis_url:
         env["REDIS_URL"] = redis_url
+    else:
+        env["RMS_CACHE"] = "locmem"
     env.update(extra)
     return env
 
@@ -153,7 +162,7 @@ def django_setup(db: str = BENCH_DB) -> None:
     env = bench_env(db)
     for key in _SCRUBBED:
         os.environ.pop(key, None)
-    for key in ("DATABASE_URL", "RMS_THROTTLE_RATE", "RMS_VAR_DIR"):
+    for key in ("DATABASE_URL", "RMS_THROTTLE_RATE", "RMS_VAR_DIR", "RMS_CACHE"):
         os.environ[key] = env[key]
     os.environ["DJANGO_SETTINGS_MODULE"] = "rms.settings"
     import django

@@ -19,17 +19,31 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import fmean
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from feedback import aggregates, detection
-from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
+from feedback.models import (
+    FeedbackAggregate,
+    FeedbackSession,
+    InjectionEvent,
+    SessionNamespace,
+    SignalRecord,
+)
 from feedback.services import AggregateStore, signal_record_row
-from rms import bulk, oplog, policy
+from rms import bulk, fetch, oplog, policy
 from rms import services as core
 from rms.api.errors import error_body
 from rms.errors import DomainError
 from rms.locks import lock_objects
-from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation, new_row
+from rms.models import (
+    GENESIS_HASH,
+    ApiClient,
+    MemoryObject,
+    Namespace,
+    Operation,
+    SessionTally,
+    new_row,
+)
 from rms.replay import iso
 
 MAX_BATCH = 500
@@ -96,12 +110,36 @@ def record_sessions(*, client: ApiClient, items: list[Item]) -> list[tuple[int, 
 
 
 def _record(client: ApiClient, pending: list[Item]) -> None:
+    if not pending:
+        return
     with transaction.atomic():
         request_ids = {item.data["request_id"] for item in pending}
-        stored = {
-            s.request_id: s
-            for s in FeedbackSession.objects.filter(client=client, request_id__in=request_ids)
+        names = {name for item in pending for name in item.data["namespace_scope"]}
+        object_ids = {
+            entry["object_id"]
+            for item in pending
+            for key in ("injections", "signals")
+            for entry in item.data[key]
         }
+        pairs = {
+            (entry["object_id"], item.data["session_id"])
+            for item in pending
+            for entry in item.data["signals"]
+        }
+        if connection.vendor == "postgresql":
+            stored, namespaces, objects, tallies, store = _load_pipelined(
+                client, request_ids, names, object_ids, pairs
+            )
+        else:
+            stored = {
+                s.request_id: s
+                for s in FeedbackSession.objects.filter(client=client, request_id__in=request_ids)
+            }
+            namespaces = {ns.name: ns for ns in Namespace.objects.filter(name__in=names)}
+            objects = lock_objects(object_ids, namespaces=namespaces.values())
+            tallies = core.TallyStore(p for p in pairs if p[0] in objects)
+            store = AggregateStore(list(objects.values()))
+
         first: dict[str, Item] = {}
         todo: list[Item] = []
         for item in pending:
@@ -116,22 +154,6 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                 first[request_id] = item
                 todo.append(item)
 
-        names = {name for item in todo for name in item.data["namespace_scope"]}
-        namespaces = {ns.name: ns for ns in Namespace.objects.filter(name__in=names)}
-        object_ids = {
-            entry["object_id"]
-            for item in todo
-            for key in ("injections", "signals")
-            for entry in item.data[key]
-        }
-        objects = lock_objects(object_ids)
-        tallies = core.TallyStore(
-            (entry["object_id"], item.data["session_id"])
-            for item in todo
-            for entry in item.data["signals"]
-            if entry["object_id"] in objects
-        )
-        store = AggregateStore(list(objects.values()))
         writes = Writes()
         for item in todo:
             try:
@@ -156,6 +178,76 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
 
         _flush(writes, tallies, store)
         _schedule_sweep(writes.streak_grew, objects, store)
+
+
+def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
+    """PostgreSQL: the stored records of these request ids, the namespaces, the objects locked in
+    primary-key order, their aggregates and session tallies and the client's visible namespaces,
+    in one round trip (``rms.fetch``). The third query takes the locks; the aggregates and tallies
+    are read by later statements, so they are the values committed before the locks were granted
+    (see ``rms.locks``)."""
+    session_cols, session_fields = fetch.columns(FeedbackSession, "s")
+    ns_cols, ns_fields = fetch.columns(Namespace, "n")
+    obj_cols, obj_fields = fetch.columns(MemoryObject, "o")
+    agg_cols, agg_fields = fetch.columns(FeedbackAggregate, "a")
+    tally_cols, tally_fields = fetch.columns(SessionTally, "t")
+    pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
+    queries = [
+        (
+            f"SELECT {session_cols} FROM feedback_feedbacksession s "
+            "WHERE s.client_id = %s AND s.request_id = ANY(%s)",
+            [client.pk, list(request_ids)],
+        ),
+        (f"SELECT {ns_cols} FROM rms_namespace n WHERE n.name = ANY(%s)", [list(names)]),
+        (
+            f"SELECT {obj_cols} FROM rms_memoryobject o "
+            "WHERE o.id = ANY(%s) ORDER BY o.id FOR UPDATE",
+            [list(object_ids)],
+        ),
+        (
+            f"SELECT {agg_cols} FROM feedback_feedbackaggregate a WHERE a.object_id = ANY(%s)",
+            [list(object_ids)],
+        ),
+        (
+            f"SELECT {tally_cols} FROM rms_sessiontally t "
+            "WHERE (t.object_id, t.session_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))",
+            [[p[0] for p in pair_list], [p[1] for p in pair_list]],
+        ),
+    ]
+    need_names = not client.sees_all_namespaces and getattr(client, "_ns_names", None) is None
+    if need_names:
+        queries.append(
+            (
+                "SELECT n.name FROM rms_namespace n JOIN rms_apiclient_namespaces c "
+                "ON c.namespace_id = n.id WHERE c.apiclient_id = %s",
+                [client.pk],
+            )
+        )
+    results = fetch.pipelined(queries)
+    sessions = fetch.Rows(FeedbackSession, session_fields)
+    stored = {s.request_id: s for s in map(sessions.build, results[0])}
+    ns_rows = fetch.Rows(Namespace, ns_fields)
+    namespaces = {ns.name: ns for ns in map(ns_rows.build, results[1])}
+    by_id = {ns.pk: ns for ns in namespaces.values()}
+    ns_at = [f.attname for f in obj_fields].index("namespace_id")
+    missing = {row[ns_at] for row in results[2]} - by_id.keys()  # objects outside the scope
+    if missing:
+        by_id.update(Namespace.objects.in_bulk(missing))
+    objs = fetch.Rows(MemoryObject, obj_fields)
+    objects = {}
+    for row in results[2]:
+        obj = objs.build(row)
+        obj._state.fields_cache["namespace"] = by_id[obj.namespace_id]
+        objects[obj.pk] = obj
+    aggs = fetch.Rows(FeedbackAggregate, agg_fields)
+    store = AggregateStore(
+        list(objects.values()), {a.object_id: a for a in map(aggs.build, results[3])}
+    )
+    tally_rows = fetch.Rows(SessionTally, tally_fields)
+    tallies = core.TallyStore.of_rows(map(tally_rows.build, results[4]))
+    if need_names:
+        client._ns_names = {row[0] for row in results[5]}
+    return stored, namespaces, objects, tallies, store
 
 
 def _schedule_sweep(grew: set, objects: dict, store: AggregateStore) -> None:
@@ -453,15 +545,17 @@ def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
 def _flush(writes: Writes, tallies: core.TallyStore, store: AggregateStore) -> None:
     if not writes.sessions:
         return
-    bulk.insert(FeedbackSession, writes.sessions)
-    bulk.insert(SessionNamespace, writes.scopes)
-    # Operation rows go in list order, so seq follows each chain's order.
-    bulk.insert(Operation, writes.ops)
-    bulk.insert(InjectionEvent, writes.injections)
-    bulk.insert(SignalRecord, writes.signals)
-    bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)
-    tallies.flush()
-    store.flush()
+    # One pipeline for the small writes (a single session: one round trip for every table).
+    with bulk.batched():
+        bulk.insert(FeedbackSession, writes.sessions)
+        bulk.insert(SessionNamespace, writes.scopes)
+        # Operation rows go in list order, so seq follows each chain's order.
+        bulk.insert(Operation, writes.ops)
+        bulk.insert(InjectionEvent, writes.injections)
+        bulk.insert(SignalRecord, writes.signals)
+        bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)
+        tallies.flush()
+        store.flush()
 
 
 def record_one(*, client: ApiClient, data: dict, body_hash: str) -> tuple[int, dict]:

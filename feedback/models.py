@@ -1,4 +1,9 @@
-"""Feedback models: per-object aggregates (SPEC §8); sessions and injections follow in issue 3."""
+"""Feedback models: per-object aggregates (SPEC §8), sessions, injections, signal records, task runs
+and metric snapshots.
+
+Foreign keys that lead a composite index are declared ``db_index=False``: the composite index
+serves their lookups and cascades, and every ingested row then writes one index less.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ class FeedbackAggregate(models.Model):
     object = models.OneToOneField(
         MemoryObject, on_delete=models.CASCADE, primary_key=True, related_name="aggregate"
     )
-    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     total_injections = models.PositiveIntegerField(default=0)
     total_token_cost = models.PositiveBigIntegerField(default=0)
     total_referenced = models.PositiveIntegerField(default=0)
@@ -63,7 +70,9 @@ class FeedbackSession(models.Model):
     OUTCOMES = ("SUCCESS", "PARTIAL", "FAILED")
 
     id = models.UUIDField(primary_key=True, editable=False)
-    client = models.ForeignKey("rms.ApiClient", on_delete=models.PROTECT, related_name="+")
+    client = models.ForeignKey(
+        "rms.ApiClient", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     request_id = models.CharField(max_length=200)
     body_hash = models.CharField(max_length=64)
     session_id = models.CharField(max_length=200)
@@ -93,7 +102,9 @@ class SessionNamespace(models.Model):
     what the metrics need, so a windowed metric is one indexed aggregate query."""
 
     session = models.ForeignKey(FeedbackSession, on_delete=models.CASCADE, related_name="scopes")
-    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     ts = models.DateTimeField()
     context_budget = models.PositiveIntegerField()
     has_corrected = models.BooleanField(default=False)
@@ -111,8 +122,12 @@ class InjectionEvent(models.Model):
     session = models.ForeignKey(
         FeedbackSession, on_delete=models.CASCADE, related_name="injections"
     )
-    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="+")
-    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    object = models.ForeignKey(
+        MemoryObject, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     ts = models.DateTimeField()
     rank_position = models.PositiveIntegerField(null=True, blank=True)
     representation_type = models.CharField(max_length=50, blank=True, default="")
@@ -142,8 +157,12 @@ class SignalRecord(models.Model):
     feedback_session = models.ForeignKey(
         FeedbackSession, on_delete=models.CASCADE, null=True, blank=True, related_name="signals"
     )
-    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="+")
-    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    object = models.ForeignKey(
+        MemoryObject, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     operation_id = models.UUIDField()
     ts = models.DateTimeField()
     session_id = models.CharField(max_length=200)

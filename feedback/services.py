@@ -49,9 +49,13 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
 class AggregateStore:
     """Aggregates of locked objects, loaded in one query and written back in two."""
 
-    def __init__(self, objects: list) -> None:
+    def __init__(self, objects: list, rows: dict | None = None) -> None:
+        """``rows``: the objects' aggregate rows by object id, when the caller already read them
+        (after taking the locks); otherwise one query reads them."""
         self._objects = {obj.pk: obj for obj in objects}
-        self._rows = {r.object_id: r for r in FeedbackAggregate.objects.filter(object__in=objects)}
+        if rows is None:
+            rows = {r.object_id: r for r in FeedbackAggregate.objects.filter(object__in=objects)}
+        self._rows = rows
         self._values: dict = {}
 
     def get(self, object_id) -> aggregates.Aggregate:

@@ -181,10 +181,11 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
         summary.count(obj.namespace.name, decision)
     # Operations go in list order, so seq follows each chain: IGNORED_CHECK, FEEDBACK_EVENT,
     # PENALTY.
-    bulk.insert(Operation, writes.ops)
-    bulk.insert(SignalRecord, writes.signals)
-    bulk.update(MemoryObject, writes.objects, OBJECT_FIELDS)
-    store.flush()
+    with bulk.batched():
+        bulk.insert(Operation, writes.ops)
+        bulk.insert(SignalRecord, writes.signals)
+        bulk.update(MemoryObject, writes.objects, OBJECT_FIELDS)
+        store.flush()
 
 
 def _check_object(

@@ -1,24 +1,41 @@
 """Fast bulk writes for the ingestion path (STYLE §5: large passes in bounded batches).
 
-On PostgreSQL, inserts stream through ``COPY`` and updates go through a temporary table filled by
-``COPY`` and one ``UPDATE … FROM``: both cost about one round trip per call instead of Django's
-per-row SQL compilation (its ``bulk_update`` builds a CASE expression per field and row). On
-SQLite, ``executemany`` of plain statements is already fast. Rows keep their list order, so an
+On PostgreSQL:
+
+- up to ``SMALL`` rows, an insert is one ``INSERT … SELECT FROM unnest(…)`` and an update one
+  ``UPDATE … FROM unnest(…)``, each with one array parameter per column: constant SQL text (parsed
+  once by the driver, whatever the number of rows) and one round trip;
+- above that, inserts stream through ``COPY`` and updates go through a temporary table filled by
+  ``COPY`` and one ``UPDATE … FROM``: about one round trip per call instead of Django's per-row
+  SQL compilation (its ``bulk_update`` builds a CASE expression per field and row);
+- inside :func:`batched`, small statements are queued and sent together through libpq's pipeline
+  mode when the block ends (or before a large write, to keep the order): a single-session write
+  then costs one round trip for all its tables instead of one or more per table.
+
+On SQLite, ``executemany`` of plain statements is already fast. Rows keep their list order, so an
 auto-increment column (``Operation.seq``) numbers them in that order.
 
-Values are prepared with each field's own ``get_db_prep_save``, exactly as Django would.
+Values are prepared with each field's own ``get_db_prep_save``, exactly as Django would, on
+SQLite; on PostgreSQL psycopg adapts them (COPY) or they travel as text (the small path), which
+is what COPY's text format sends too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import threading
+from datetime import datetime
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
+#: Up to this many rows a write is one statement with array parameters; above, COPY.
+SMALL = 50
+_state = threading.local()
+
 _temp_ids = itertools.count()
-#: Up to this many rows an update is one UPDATE … FROM (VALUES …); above, COPY into a temp table.
-SMALL_UPDATE = 50
 
 
 def _insert_fields(model) -> list[models.Field]:
@@ -75,16 +92,127 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def _text(value) -> str | None:
+    """A value as PostgreSQL's text input reads it (what COPY's text format sends)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, float):
+        return repr(value)  # the shortest text that reads back as the same double
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _columns_text(rows: list[list]) -> list[list]:
+    """Rows of values → one list of texts per column (the array parameters)."""
+    return [[_text(v) for v in column] for column in zip(*rows, strict=True)]
+
+
+_sql_cache: dict = {}
+
+
+def _array_types(fields) -> str:
+    # %b: psycopg sends the text arrays in binary format, without escaping every element.
+    return ", ".join(f"%b::text[]::{f.db_type(connection)}[]" for f in fields)
+
+
+def _small_insert_sql(model, fields) -> str:
+    key = ("insert", model, tuple(f.attname for f in fields))
+    sql = _sql_cache.get(key)
+    if sql is None:
+        table = _q(model._meta.db_table)
+        columns = ", ".join(_q(f.column) for f in fields)
+        sql = _sql_cache[key] = (
+            f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({_array_types(fields)})"
+        )
+    return sql
+
+
+def _small_update_sql(model, pk, fields) -> str:
+    key = ("update", model, tuple(f.attname for f in fields))
+    sql = _sql_cache.get(key)
+    if sql is None:
+        table = _q(model._meta.db_table)
+        names = ", ".join(_q(f.column) for f in (pk, *fields))
+        assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
+        sql = _sql_cache[key] = (
+            f"UPDATE {table} SET {assignments} "
+            f"FROM unnest({_array_types((pk, *fields))}) AS v({names}) "
+            f"WHERE {table}.{_q(pk.column)} = v.{_q(pk.column)}"
+        )
+    return sql
+
+
+def _execute_small(sql: str, params: list) -> None:
+    queue = getattr(_state, "queue", None)
+    if queue is not None:
+        queue.append((sql, params))
+    else:
+        _send([(sql, params)])
+
+
+def _send(statements: list) -> None:
+    """Run statements in one round trip (a pipeline when there are several).
+
+    A plain psycopg Cursor binds parameters on the server, which binary parameters and pipeline
+    mode need; it shares the connection, hence the transaction, with Django's cursors.
+    """
+    if not statements:
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        if len(statements) == 1:
+            cursor.execute(*statements[0])
+            return
+        with raw.pipeline():
+            for sql, params in statements:
+                cursor.execute(sql, params)
+
+
+@contextlib.contextmanager
+def batched():
+    """Queue the small writes of the block and send them in one pipeline at its end.
+
+    Large writes (COPY) inside the block first send what is queued, so statements run in the
+    order they were issued. Nothing is sent if the block raises (its transaction is rolled back
+    anyway). Nested blocks join the outer one. No-op on SQLite.
+    """
+    if connection.vendor != "postgresql" or getattr(_state, "queue", None) is not None:
+        yield
+        return
+    _state.queue = []
+    try:
+        yield
+        _flush_queue()
+    finally:
+        _state.queue = None
+
+
+def _flush_queue() -> None:
+    queue = getattr(_state, "queue", None)
+    if queue:
+        statements = list(queue)
+        queue.clear()
+        _send(statements)
+
+
 def insert(model, objs: list) -> None:
     """INSERT every object (without reading back generated keys)."""
     if not objs:
         return
     fields = _insert_fields(model)
+    rows = _prepared(objs, fields)
+    if connection.vendor == "postgresql" and len(rows) <= SMALL:
+        _execute_small(_small_insert_sql(model, fields), _columns_text(rows))
+        return
     table = _q(model._meta.db_table)
     columns = ", ".join(_q(f.column) for f in fields)
-    rows = _prepared(objs, fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            _flush_queue()
             # Raw COPY bypasses Django's cursor wrapper: wrap errors ourselves so a unique-key
             # race is an IntegrityError like any other.
             with (
@@ -106,21 +234,13 @@ def update(model, objs: list, field_names: list[str]) -> None:
     pk = meta.pk
     fields = [meta.get_field(name) for name in field_names]
     table = _q(meta.db_table)
+    if connection.vendor == "postgresql" and len(objs) <= SMALL:
+        rows = _prepared(objs, [pk, *fields])
+        _execute_small(_small_update_sql(model, pk, fields), _columns_text(rows))
+        return
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and len(objs) <= SMALL_UPDATE:
-            # A few rows (a single signal's object, aggregate and tally): one statement, instead
-            # of a temp table whose create/drop also churns the system catalogs on every write.
-            all_fields = [pk, *fields]
-            casts = ", ".join(f"%s::{f.db_type(connection)}" for f in all_fields)
-            names = ", ".join(_q(f.column) for f in all_fields)
-            assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
-            values = ", ".join([f"({casts})"] * len(objs))
-            cursor.execute(
-                f"UPDATE {table} SET {assignments} FROM (VALUES {values}) AS v({names}) "
-                f"WHERE {table}.{_q(pk.column)} = v.{_q(pk.column)}",
-                [value for row in _prepared(objs, all_fields) for value in row],
-            )
-        elif connection.vendor == "postgresql":
+        if connection.vendor == "postgresql":
+            _flush_queue()
             temp = _q(f"_bulk_{meta.db_table}_{next(_temp_ids)}")
             all_fields = [pk, *fields]
             columns = ", ".join(_q(f.column) for f in all_fields)

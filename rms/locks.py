@@ -12,8 +12,15 @@ from collections.abc import Iterable
 from rms.models import MemoryObject, Namespace
 
 
-def lock_objects(ids: Iterable) -> dict:
-    """Lock the objects with these ids and return them by id (missing ids are simply absent)."""
+def lock_objects(ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
+    """Lock the objects with these ids and return them by id (missing ids are simply absent).
+
+    ``namespaces`` the caller already loaded are attached instead of read again.
+
+    Rows that only their writers change under these locks (aggregates, tallies) must be read by
+    a later statement, never joined here: in READ COMMITTED a statement that waited for a lock
+    re-reads the locked row but keeps the joined rows of its own, older snapshot.
+    """
     qs = (
         MemoryObject.objects.filter(pk__in=sorted(set(ids), key=str))
         .order_by("pk")
@@ -21,7 +28,9 @@ def lock_objects(ids: Iterable) -> dict:
     )
     objects = list(qs)
     # Attach the (few) namespaces once instead of joining and building one per row.
-    namespaces = Namespace.objects.in_bulk({obj.namespace_id for obj in objects})
+    known = {ns.pk: ns for ns in namespaces}
+    missing = {obj.namespace_id for obj in objects} - known.keys()
+    namespaces = {**known, **(Namespace.objects.in_bulk(missing) if missing else {})}
     for obj in objects:
         obj._state.fields_cache["namespace"] = namespaces[obj.namespace_id]
     return {obj.pk: obj for obj in objects}

@@ -98,8 +98,9 @@ class MemoryObject(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Not indexed alone: obj_ns_created and obj_ns_type start with it (one index less to write).
     namespace = models.ForeignKey(
-        Namespace, on_delete=models.PROTECT, related_name="memory_objects"
+        Namespace, on_delete=models.PROTECT, related_name="memory_objects", db_index=False
     )
     content = models.TextField()
     domain_tags = models.JSONField(default=list, blank=True)
@@ -187,7 +188,9 @@ class SessionTally(models.Model):
     Read and written only while the object's row lock is held.
     """
 
-    object = models.ForeignKey(MemoryObject, on_delete=models.CASCADE, related_name="tallies")
+    object = models.ForeignKey(
+        MemoryObject, on_delete=models.CASCADE, related_name="tallies", db_index=False
+    )
     session_id = models.CharField(max_length=200)
     gamma_total = models.FloatField(default=0.0)
     repeats = models.JSONField(default=dict)

@@ -326,6 +326,14 @@ class TallyStore:
             ):
                 self._rows[(row.object_id, row.session_id)] = row
 
+    @classmethod
+    def of_rows(cls, rows: Iterable[SessionTally]) -> TallyStore:
+        """A store of tally rows already read (``feedback.ingest`` reads them with its locks)."""
+        store = cls(())
+        for row in rows:
+            store._rows[(row.object_id, row.session_id)] = row
+        return store
+
     def get(self, object_id, session_id: str) -> policy.SessionTally:
         row = self._rows.get((object_id, session_id))
         if row is None:

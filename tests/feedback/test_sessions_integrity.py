@@ -272,6 +272,58 @@ def test_concurrent_retries_store_one_session(require_postgres, client_api):
     assert InjectionEvent.objects.count() == 3
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sessions_on_the_same_objects_lose_no_update(require_postgres, client_api):
+    """Six writers, five sessions each, all on the same two objects: every injection, signal and
+    token is counted once, and the aggregates still equal their rebuild from the log."""
+    ids = make_objects(client_api, 2)
+    client = client_api.row
+    threads_n, per_thread = 6, 5
+    errors, statuses = [], []
+    barrier = threading.Barrier(threads_n)
+
+    def worker(k):
+        try:
+            barrier.wait()
+            for j in range(per_thread):
+                body = session(f"c{k}-{j}", [(ids[0], 10), (ids[1], 7)], [(ids[0], "REFERENCED")])
+                item = ingest.Item(ingest_data(body), f"h{k}-{j}")
+                statuses.append(ingest.record_sessions(client=client, items=[item])[0][0])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    total = threads_n * per_thread
+    assert statuses == [201] * total
+    used = FeedbackAggregate.objects.get(object_id=ids[0])
+    unused = FeedbackAggregate.objects.get(object_id=ids[1])
+    assert (used.total_injections, used.total_referenced, used.total_token_cost) == (
+        total,
+        total,
+        10 * total,
+    )
+    assert (unused.total_injections, unused.total_unused, unused.unused_sessions) == (
+        total,
+        total,
+        total,
+    )
+    assert unused.total_token_cost == 7 * total
+    rebuilt = rebuild.fold_log()
+    for row in (used, unused):
+        live = {f: getattr(row, f) for f in aggregates.FIELDS}
+        assert rebuilt[row.object_id].as_dict() | {"usage_ratio": None} == live | {
+            "usage_ratio": None
+        }
+
+
 def ingest_data(body: dict) -> dict:
     from feedback.api.serializers import SessionIn
 

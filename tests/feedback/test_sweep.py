@@ -456,7 +456,7 @@ def test_a_change_between_the_candidate_read_and_the_lock_is_respected(client_ap
     streak(client_api, [a, b], 5)
     real_lock = sweep_mod.lock_objects
 
-    def lock_after_a_concurrent_signal(ids):
+    def lock_after_a_concurrent_signal(ids, **kwargs):
         from feedback import services as feedback_services
 
         feedback_services.signal_record(
@@ -466,7 +466,7 @@ def test_a_change_between_the_candidate_read_and_the_lock_is_respected(client_ap
             body_hash="-",
             render=lambda r, o: {},
         )
-        return real_lock(ids)
+        return real_lock(ids, **kwargs)
 
     with mock.patch.object(sweep_mod, "lock_objects", lock_after_a_concurrent_signal):
         assert sweep(now=NOW) == summary(examined=1, penalized=1, skipped_domain_checks=1)

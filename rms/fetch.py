@@ -1,0 +1,75 @@
+"""Reading model rows in one round trip on PostgreSQL (the ingestion hot path's loads).
+
+Django compiles every queryset (a few hundred microseconds each) and sends one query per round
+trip. A write that must first read its idempotency records, namespaces, locked objects with their
+aggregates and session tallies pays that several times per request. Here the queries are plain SQL
+texts (constant, so psycopg parses each once), sent together through libpq's pipeline mode, and the
+rows become model instances without ``Model.__init__`` (values converted with each field's own
+``from_db_value``, as Django would).
+
+PostgreSQL only: callers keep their ORM path for SQLite, and the tests run both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+from django.db import connection
+from django.db.models.base import ModelState
+
+
+def columns(model, alias: str) -> tuple[str, list]:
+    """(``alias.col, …`` for every concrete field, the fields)."""
+    fields = list(model._meta.concrete_fields)
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in fields), fields
+
+
+def _converters(fields) -> list:
+    return [
+        (f.from_db_value if hasattr(f, "from_db_value") else None)
+        for f in fields  # JSONField parses its text here
+    ]
+
+
+class Rows:
+    """Builds instances of ``model`` from a slice of each result row."""
+
+    def __init__(self, model, fields) -> None:
+        self.model = model
+        self.attnames = [f.attname for f in fields]
+        self.converters = _converters(fields)
+        self.db = connection.alias
+
+    def build(self, values: Sequence):
+        obj = self.model.__new__(self.model)
+        state = obj._state = ModelState()
+        state.adding = False
+        state.db = self.db
+        d = obj.__dict__
+        for name, convert, value in zip(self.attnames, self.converters, values, strict=True):
+            d[name] = (
+                value if convert is None or value is None else convert(value, None, connection)
+            )
+        return obj
+
+
+def pipelined(queries: Sequence[tuple[str, Sequence]]) -> list[list[tuple]]:
+    """Run the queries in order in one round trip; their rows, in order.
+
+    The server runs them one after the other, each seeing what the ones before did (a lock taken
+    by one holds for the next). Errors are Django's (IntegrityError, OperationalError...).
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors:
+        cursors = [psycopg.Cursor(raw) for _ in queries]
+        try:
+            with raw.pipeline():
+                for cursor, (sql, params) in zip(cursors, queries, strict=True):
+                    cursor.execute(sql, params)
+            return [cursor.fetchall() for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
