@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import operator
 import threading
 from datetime import datetime
 
@@ -65,25 +66,38 @@ def _preparers(fields) -> list:
 
 def _prepared(objs, fields) -> list[list]:
     """Rows of driver values; a JSON column uses the text already encoded for it, if any
-    (``_json_<attname>``, set by ``rms.oplog.append``)."""
+    (``_json_<attname>``, set by ``rms.oplog.append``).
+
+    On PostgreSQL the plain columns of a row are read with one ``itemgetter`` call (C) and only
+    the JSON columns are filled in one by one: this runs for every row of every bulk write.
+    """
     attnames = [f.attname for f in fields]
     preparers = _preparers(fields)
-    postgres = connection.vendor == "postgresql"
-    cached = [
-        f"_json_{f.attname}" if postgres and isinstance(f, models.JSONField) else None
-        for f in fields
+    if connection.vendor != "postgresql" or any(
+        p is not None and not isinstance(f, models.JSONField)
+        for f, p in zip(fields, preparers, strict=True)
+    ):
+        return [
+            [
+                values[a] if prepare is None else prepare(values[a])
+                for a, prepare in zip(attnames, preparers, strict=True)
+                for values in (obj.__dict__,)
+            ]
+            for obj in objs
+        ]
+    json_columns = [
+        (i, f.attname, f"_json_{f.attname}")
+        for i, f in enumerate(fields)
+        if isinstance(f, models.JSONField)
     ]
+    getter = operator.itemgetter(*attnames)
     rows = []
     for obj in objs:
         values = obj.__dict__
-        row = []
-        for attname, prepare, key in zip(attnames, preparers, cached, strict=True):
-            if key is not None and key in values:
-                row.append(values[key])
-            elif prepare is None:
-                row.append(values[attname])
-            else:
-                row.append(prepare(values[attname]))
+        row = list(getter(values)) if len(attnames) > 1 else [getter(values)]
+        for i, attname, key in json_columns:
+            text = values.get(key)
+            row[i] = text if text is not None or key in values else _json(values[attname])
         rows.append(row)
     return rows
 

@@ -215,3 +215,16 @@ def test_hash_template_equals_canonical_json_of_the_row(client_api):
     send(client_api.row, obj, actor_id="ünï", evidence_ids=["x"])
     for op in Operation.objects.filter(target_id=obj.pk):
         assert operation_hash(op) == op.hash
+
+
+def test_new_id_is_the_text_of_a_version_4_uuid():
+    import uuid
+
+    from rms.oplog import new_id
+
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        u = uuid.UUID(text)
+        assert str(u) == text
+        assert u.version == 4 and u.variant == uuid.RFC_4122
