@@ -155,16 +155,19 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                 todo.append(item)
 
         writes = Writes()
-        for item in todo:
-            try:
-                ts = _check(client, item.data, objects, namespaces)
-            except DomainError as exc:
-                item.result = failure(exc)
-                continue
-            item.result = (
-                201,
-                _apply(client, item, ts, objects, namespaces, tallies, store, writes),
-            )
+        # A batch streams its operations to PostgreSQL while the next sessions are built; a
+        # single session's few rows go with its other writes in one pipeline (_flush).
+        with bulk.streamed(Operation, enabled=len(todo) > 1) as writes.ops:
+            for item in todo:
+                try:
+                    ts = _check(client, item.data, objects, namespaces)
+                except DomainError as exc:
+                    item.result = failure(exc)
+                    continue
+                item.result = (
+                    201,
+                    _apply(client, item, ts, objects, namespaces, tallies, store, writes),
+                )
 
         for item in pending:
             if item.duplicate_of is not None:
@@ -328,9 +331,10 @@ def _apply(
     session_id = data["session_id"]
     system = core.Actor.of(client)
     extra = {"request_id": request_id, "feedback_session_id": str(session_pk)}
-    session = FeedbackSession(
+    session = new_row(  # not Model.__init__: one per session of a batch
+        FeedbackSession,
         id=session_pk,
-        client=client,
+        client_id=client.pk,
         request_id=request_id,
         body_hash=item.body_hash,
         session_id=session_id,
@@ -341,6 +345,7 @@ def _apply(
         context_text=data.get("context_text") or "",
         context_tags=list(data.get("context_tags") or []),
         outcome=data.get("outcome"),
+        record=None,
         head_hash=GENESIS_HASH,
         last_op_ts=ts,
     )
@@ -508,9 +513,11 @@ def _apply(
     writes.sessions.append(session)
     for name in session.namespace_scope:
         writes.scopes.append(
-            SessionNamespace(
-                session=session,
-                namespace=namespaces[name],
+            new_row(
+                SessionNamespace,
+                id=None,
+                session_id=session_pk,
+                namespace_id=namespaces[name].pk,
                 ts=ts,
                 context_budget=session.context_budget,
                 has_corrected=has_corrected,
@@ -549,8 +556,9 @@ def _flush(writes: Writes, tallies: core.TallyStore, store: AggregateStore) -> N
     with bulk.batched():
         bulk.insert(FeedbackSession, writes.sessions)
         bulk.insert(SessionNamespace, writes.scopes)
-        # Operation rows go in list order, so seq follows each chain's order.
-        bulk.insert(Operation, writes.ops)
+        if not getattr(writes.ops, "written", False):
+            # Operation rows go in list order, so seq follows each chain's order.
+            bulk.insert(Operation, writes.ops)
         bulk.insert(InjectionEvent, writes.injections)
         bulk.insert(SignalRecord, writes.signals)
         bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)

@@ -64,9 +64,9 @@ def _preparers(fields) -> list:
     return [lambda v, f=f: f.get_db_prep_save(v, real) for f in fields]
 
 
-def _prepared(objs, fields) -> list[list]:
-    """Rows of driver values; a JSON column uses the text already encoded for it, if any
-    (``_json_<attname>``, set by ``rms.oplog.append``).
+def _row_maker(fields):
+    """A function turning one object into its row of driver values; a JSON column uses the text
+    already encoded for it, if any (``_json_<attname>``, set by ``rms.oplog.append``).
 
     On PostgreSQL the plain columns of a row are read with one ``itemgetter`` call (C) and only
     the JSON columns are filled in one by one: this runs for every row of every bulk write.
@@ -77,29 +77,35 @@ def _prepared(objs, fields) -> list[list]:
         p is not None and not isinstance(f, models.JSONField)
         for f, p in zip(fields, preparers, strict=True)
     ):
-        return [
-            [
-                values[a] if prepare is None else prepare(values[a])
-                for a, prepare in zip(attnames, preparers, strict=True)
-                for values in (obj.__dict__,)
-            ]
-            for obj in objs
-        ]
+        pairs = list(zip(attnames, preparers, strict=True))
+
+        def generic(obj) -> list:
+            values = obj.__dict__
+            return [values[a] if prepare is None else prepare(values[a]) for a, prepare in pairs]
+
+        return generic
     json_columns = [
         (i, f.attname, f"_json_{f.attname}")
         for i, f in enumerate(fields)
         if isinstance(f, models.JSONField)
     ]
     getter = operator.itemgetter(*attnames)
-    rows = []
-    for obj in objs:
+    single = len(attnames) == 1
+
+    def postgres(obj) -> list:
         values = obj.__dict__
-        row = list(getter(values)) if len(attnames) > 1 else [getter(values)]
+        row = [getter(values)] if single else list(getter(values))
         for i, attname, key in json_columns:
             text = values.get(key)
             row[i] = text if text is not None or key in values else _json(values[attname])
-        rows.append(row)
-    return rows
+        return row
+
+    return postgres
+
+
+def _prepared(objs, fields) -> list[list]:
+    """Rows of driver values for these objects (see :func:`_row_maker`)."""
+    return list(map(_row_maker(fields), objs))
 
 
 def _q(name: str) -> str:
@@ -211,6 +217,57 @@ def _flush_queue() -> None:
         statements = list(queue)
         queue.clear()
         _send(statements)
+
+
+class Rows(list):
+    """What :func:`streamed` yields: a list of rows, ``written`` once they are in the database
+    (or on their way through an open COPY), so the caller knows whether to insert them."""
+
+    written = False
+
+
+class _Sink(Rows):
+    written = True
+
+    def __init__(self, write) -> None:
+        super().__init__()
+        self._write = write
+
+    def append(self, obj) -> None:
+        super().append(obj)
+        self._write(obj)
+
+
+@contextlib.contextmanager
+def streamed(model, *, enabled: bool = True):
+    """Yield a list; on PostgreSQL every object appended to it is sent at once through an open
+    ``COPY``, so the server inserts while the caller builds the next rows (the two run on
+    different cores), instead of everything waiting for one COPY at the end.
+
+    No other statement may run on the connection inside the block (a COPY is in progress). On
+    SQLite the rows are inserted when the block ends. With ``enabled`` false nothing is written:
+    the caller inserts the rows (``written`` stays false), e.g. within a :func:`batched` block.
+    Errors (a unique key...) surface when the block ends; nothing is sent if the block raises
+    (its transaction is being rolled back anyway).
+    """
+    if not enabled or connection.vendor != "postgresql":
+        rows = Rows()
+        yield rows
+        if enabled:
+            insert(model, rows)
+            rows.written = True
+        return
+    _flush_queue()
+    fields = _insert_fields(model)
+    table = _q(model._meta.db_table)
+    columns = ", ".join(_q(f.column) for f in fields)
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
+        make = _row_maker(fields)
+        yield _Sink(lambda obj: copy.write_row(make(obj)))
 
 
 def insert(model, objs: list) -> None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from rms import bulk, oplog, policy
 from rms.errors import DomainError, Forbidden, NotFound
 from rms.locks import lock_objects
-from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
+from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally, new_row
 
 DEFAULT_ACTOR_TYPE = "SYSTEM_PROCESS"
 
@@ -344,7 +344,9 @@ class TallyStore:
         key = (object_id, session_id)
         row = self._rows.get(key)
         if row is None:
-            row = SessionTally(object_id=object_id, session_id=session_id)
+            row = new_row(
+                SessionTally, id=None, object_id=object_id, session_id=session_id, gamma_total=0.0
+            )
             self._rows[key] = row
         row.gamma_total = tally.gamma_total
         row.repeats = tally.repeats
