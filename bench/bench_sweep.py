@@ -192,6 +192,7 @@ def build(n_objects: int, per_session: int, seed: int) -> dict:
             object_id=o.pk,
             namespace_id=ns.pk,
             total_injections=streak_of[o.pk],
+            total_token_cost=50 * streak_of[o.pk],
             total_referenced=0,
             total_confirmed=0,
             total_task_completed=0,
