@@ -19,7 +19,7 @@ from rms.errors import DomainError, NotFound
 from rms.models import ApiClient, MemoryObject, Operation, Relationship
 from rms.policy import DEPRECATED
 from rms.replay import iso
-from rms.services import Actor, check_not_future, resolve_ts
+from rms.services import Actor, check_not_future, resolve_ts, visible_object_map
 
 
 def edge_state(rel: Relationship) -> dict:
@@ -50,14 +50,11 @@ def _append(rel: Relationship, op_type: str, *, ts: datetime, payload: dict, act
 
 
 def _visible_objects(client: ApiClient, ids: dict[str, uuid.UUID]) -> dict[str, MemoryObject]:
-    found = {
-        o.pk: o
-        for o in MemoryObject.objects.select_related("namespace").filter(pk__in=ids.values())
-    }
+    found = visible_object_map(client, ids.values())
     out, errors = {}, {}
     for field, object_id in ids.items():
         obj = found.get(object_id)
-        if obj is None or not client.can_see(obj.namespace.name):
+        if obj is None:
             errors[field] = ["Unknown object."]
         else:
             out[field] = obj

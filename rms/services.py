@@ -38,6 +38,36 @@ class Actor:
 # --- time (SPEC §6) -------------------------------------------------------------------------------
 
 
+def visible_object_map(client: ApiClient, ids: Iterable, *, namespace=None) -> dict:
+    """{id: object} of the objects with these ids the client may see (and in ``namespace``
+    when given), with their namespaces, in one query. Ids not in the answer are unknown to the
+    client, whether they do not exist or are out of its reach."""
+    qs = MemoryObject.objects.select_related("namespace").filter(pk__in=list(ids))
+    if namespace is not None:
+        qs = qs.filter(namespace=namespace)
+    return {o.pk: o for o in qs if client.can_see(o.namespace.name)}
+
+
+def visible_objects(client: ApiClient, ids: list, field: str, *, namespace=None) -> dict:
+    """:func:`visible_object_map`, or 400 ``unknown_object`` naming (up to 20 of) the missing ids
+    under ``field``."""
+    found = visible_object_map(client, ids, namespace=namespace)
+    missing = [str(i) for i in ids if i not in found]
+    if missing:
+        message = (
+            "Some objects are unknown."
+            if namespace is None
+            else "Some objects do not exist in this namespace."
+        )
+        raise DomainError(
+            "unknown_object",
+            message,
+            400,
+            {field: [f"Unknown object {i}." for i in missing[:20]]},
+        )
+    return found
+
+
 def check_not_future(ts: datetime | None, field: str = "ts") -> None:
     if ts is not None and ts > timezone.now():
         raise DomainError(

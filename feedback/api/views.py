@@ -16,13 +16,14 @@ from rest_framework.views import APIView
 from feedback import detection, ingest, selectors, services, taskruns, utility
 from feedback.api import fastpath, serializers
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
+from rms import services as core
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out, operation_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, Forbidden, NotFound
-from rms.models import MemoryObject, Namespace
+from rms.models import Namespace
 from rms.oplog import canonical_json
 from rms.replay import iso
 
@@ -168,22 +169,6 @@ class ReviewQueueView(APIView):
         )
 
 
-def objects_in_namespace(ids, ns: Namespace, field: str) -> dict:
-    found = {
-        o.pk: o
-        for o in MemoryObject.objects.select_related("namespace").filter(pk__in=ids, namespace=ns)
-    }
-    missing = [str(i) for i in ids if i not in found]
-    if missing:
-        raise DomainError(
-            "unknown_object",
-            "Some objects do not exist in this namespace.",
-            400,
-            {field: [f"Unknown object {i}." for i in missing[:20]]},
-        )
-    return found
-
-
 class RankView(APIView):
     roles = {"POST": ANY_ROLE}
 
@@ -203,7 +188,7 @@ class RankView(APIView):
                 {"namespace": ["Unknown namespace."]},
             )
         ids = [c["object_id"] for c in data["candidates"]]
-        objs = objects_in_namespace(ids, ns, "candidates")
+        objs = core.visible_objects(request.auth, ids, "candidates", namespace=ns)
         aggs = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=ids)}
         try:
             weights = utility.resolve_weights(ns.weights or None)
@@ -240,19 +225,7 @@ class DetectView(APIView):
         if not data["response_text"].strip():
             raise ValidationError({"response_text": ["This field may not be blank."]})
         ids = list(dict.fromkeys(data["object_ids"]))
-        objs = {
-            o.pk: o
-            for o in MemoryObject.objects.select_related("namespace").filter(pk__in=ids)
-            if request.auth.can_see(o.namespace.name)
-        }
-        missing = [str(i) for i in ids if i not in objs]
-        if missing:
-            raise DomainError(
-                "unknown_object",
-                "Some objects are unknown.",
-                400,
-                {"object_ids": [f"Unknown object {i}." for i in missing[:20]]},
-            )
+        objs = core.visible_objects(request.auth, ids, "object_ids")
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
