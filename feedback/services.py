@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
 from feedback.selectors import aggregate_from_row
-from rms import bulk, policy
+from rms import bulk, fetch, policy
 from rms import services as core
 from rms.errors import DomainError
 from rms.models import ApiClient, IdempotencyRecord, MemoryObject, Operation, new_row
@@ -46,6 +46,20 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
     )
 
 
+def _aggregate_rows(object_ids: list) -> dict:
+    """{object id: FeedbackAggregate row} of these objects (PostgreSQL: plain SQL, rows built
+    without Model.__init__, see rms.fetch)."""
+    if connection.vendor != "postgresql":
+        return {r.object_id: r for r in FeedbackAggregate.objects.filter(object_id__in=object_ids)}
+    cols, fields = fetch.columns(FeedbackAggregate, "a")
+    build = fetch.Rows(FeedbackAggregate, fields).build
+    found = fetch.rows(
+        f"SELECT {cols} FROM feedback_feedbackaggregate a WHERE a.object_id = ANY(%s)",
+        [object_ids],
+    )
+    return {row.object_id: row for row in map(build, found)}
+
+
 class AggregateStore:
     """Aggregates of locked objects, loaded in one query and written back in two."""
 
@@ -54,7 +68,7 @@ class AggregateStore:
         (after taking the locks); otherwise one query reads them."""
         self._objects = {obj.pk: obj for obj in objects}
         if rows is None:
-            rows = {r.object_id: r for r in FeedbackAggregate.objects.filter(object__in=objects)}
+            rows = _aggregate_rows([obj.pk for obj in objects])
         self._rows = rows
         self._values: dict = {}
 

@@ -55,6 +55,14 @@ class Rows:
         return obj
 
 
+def rows(sql: str, params: Sequence) -> list[tuple]:
+    """One query's rows (server-side binding, constant SQL text: parsed once by psycopg)."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def pipelined(queries: Sequence[tuple[str, Sequence]]) -> list[list[tuple]]:
     """Run the queries in order in one round trip; their rows, in order.
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
+
+from rms import fetch
 from rms.models import MemoryObject, Namespace
 
 
@@ -21,12 +24,22 @@ def lock_objects(ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict
     a later statement, never joined here: in READ COMMITTED a statement that waited for a lock
     re-reads the locked row but keeps the joined rows of its own, older snapshot.
     """
-    qs = (
-        MemoryObject.objects.filter(pk__in=sorted(set(ids), key=str))
-        .order_by("pk")
-        .select_for_update(of=("self",))
-    )
-    objects = list(qs)
+    if connection.vendor == "postgresql":
+        # Plain SQL, rows built without Model.__init__ (rms.fetch): the sweep locks 100k objects.
+        cols, fields = fetch.columns(MemoryObject, "o")
+        build = fetch.Rows(MemoryObject, fields).build
+        found = fetch.rows(
+            f"SELECT {cols} FROM rms_memoryobject o WHERE o.id = ANY(%s) ORDER BY o.id FOR UPDATE",
+            [list(set(ids))],
+        )
+        objects = [build(row) for row in found]
+    else:
+        qs = (
+            MemoryObject.objects.filter(pk__in=sorted(set(ids), key=str))
+            .order_by("pk")
+            .select_for_update(of=("self",))
+        )
+        objects = list(qs)
     # Attach the (few) namespaces once instead of joining and building one per row.
     known = {ns.pk: ns for ns in namespaces}
     missing = {obj.namespace_id for obj in objects} - known.keys()
