@@ -157,13 +157,13 @@ def signal_record(
             aggregates.on_signal(
                 store.get(obj.pk), signal.signal_type, result.effect, effective, ts
             )
-            obj.save(update_fields=MemoryObject.WRITABLE_FIELDS)
-            Operation.objects.bulk_create(
-                [op for op in (result.feedback_op, result.change_op) if op]
-            )
-            signal_record_row(obj, result).save()
-            tallies.flush()
-            store.flush()
+            # One pipeline for every write of the signal (rms.bulk.batched).
+            with bulk.batched():
+                bulk.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
+                bulk.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
+                bulk.insert(SignalRecord, [signal_record_row(obj, result)])
+                tallies.flush()
+                store.flush()
             answer = render(result, obj)
             if request_id:
                 IdempotencyRecord.objects.create(
