@@ -153,7 +153,7 @@ def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
         MemoryObject.objects.filter(namespace_id__in=namespace_ids)
         .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
         .values("namespace_id", "epistemic_type", "bin")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))  # answered from the obj_ns_type covering index
         .order_by()
     )
     for r in rows:
