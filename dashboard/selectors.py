@@ -9,10 +9,12 @@ import contextlib
 import hashlib
 import json
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
+from django.db import close_old_connections, connection, connections
 from django.db.models import Count, F, Max, OuterRef, Prefetch, Q, Subquery, Sum, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, Least, Trunc
@@ -208,10 +210,45 @@ def _cached(key: str, compute, refresh: bool):
     return value
 
 
+def _objects_key(ids: list[int]) -> str:
+    return _cache_key("objects", ",".join(map(str, ids)))
+
+
 def _cached_object_stats(ids: list[int], refresh: bool = False):
-    return _cached(
-        _cache_key("objects", ",".join(map(str, ids))), lambda: object_stats(ids), refresh
-    )
+    return _cached(_objects_key(ids), lambda: object_stats(ids), refresh)
+
+
+#: A second database connection for the window-independent object statistics (see
+#: _both_computed): one thread per process, which keeps its connection between requests like
+#: any other (CONN_MAX_AGE); concurrent first renders queue on it, and then hit the cache.
+_side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overview-stats")
+
+
+def close_side_connection() -> None:
+    """Close the side thread's database connection (tests, before the test database goes)."""
+    _side.submit(connections.close_all).result()
+
+
+def _on_side_connection(fn, *args):
+    close_old_connections()  # as at the start of a request: drop an expired or broken one
+    return fn(*args)
+
+
+def _overlap_possible() -> bool:
+    """Two connections see the same data only outside a transaction (a test's or a caller's
+    uncommitted rows would be invisible to the second one), and SQLite has one writer anyway."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
+def _both_computed(ids: list[int], compute_window) -> tuple[tuple, tuple]:
+    """Object statistics and window sums when neither is cached: the object statistics run on a
+    second connection while this one scans the window, so a first render waits for the slower
+    of the two instead of their sum (≈ 20 ms at 100k objects). Both go to the cache."""
+    future = _side.submit(_on_side_connection, object_stats, ids)
+    window = (timezone.now(), compute_window())
+    stats = (timezone.now(), future.result())
+    cache.set(_objects_key(ids), stats, METRICS_CACHE_SECONDS)
+    return stats, window
 
 
 def namespace_health(
@@ -224,15 +261,20 @@ def namespace_health(
     recomputes the window part. Returns (health list, when the older part was computed).
     """
     ids = [ns.pk for ns in namespaces]
-    stats_at, stats = _cached_object_stats(ids)
     span = WINDOWS[window]
+    window_key = _cache_key("window", window, ",".join(map(str, ids)))
 
     def compute_window():
         return window_stats(ids, None if span is None else timezone.now() - span)
 
-    window_at, windows = _cached(
-        _cache_key("window", window, ",".join(map(str, ids))), compute_window, refresh
-    )
+    stats_entry = cache.get(_objects_key(ids))
+    if stats_entry is None and not refresh and _overlap_possible() and not cache.get(window_key):
+        stats_entry, window_entry = _both_computed(ids, compute_window)
+        cache.set(window_key, window_entry, METRICS_CACHE_SECONDS)
+    else:
+        stats_entry = stats_entry or _cached_object_stats(ids)
+        window_entry = _cached(window_key, compute_window, refresh)
+    (stats_at, stats), (window_at, windows) = stats_entry, window_entry
     out = []
     for ns in namespaces:
         inputs = metric_inputs_of(stats[ns.pk], windows[ns.pk])

@@ -65,3 +65,14 @@ def outsider_api(namespace, other_namespace):
 @pytest.fixture
 def anon_api():
     return APIClient()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _close_overview_side_connection(django_db_setup, django_db_blocker):
+    """The overview may open a second connection on its own thread (dashboard.selectors); close
+    it before pytest-django drops the test database."""
+    yield
+    from dashboard import selectors
+
+    with django_db_blocker.unblock():
+        selectors.close_side_connection()

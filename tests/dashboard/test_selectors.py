@@ -243,3 +243,43 @@ def test_warm_overview_runs_only_while_the_overview_is_watched(
             selectors.namespace_health(namespaces, window)
         for ns in namespaces:
             selectors.histograms(namespaces, ns)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_first_render_computes_object_statistics_on_a_second_connection(
+    require_postgres, namespaces
+):
+    from unittest import mock
+
+    from django.core.cache import cache
+
+    writer = make_client("w", "client", ["support", "billing"])[0]
+    build_history(writer, objects=4, sessions=3)
+    nss = list(Namespace.objects.order_by("name"))
+    try:
+        cache.clear()
+        assert selectors._overlap_possible()
+        with mock.patch.object(selectors, "_both_computed", wraps=selectors._both_computed) as both:
+            overlapped, _ = selectors.namespace_health(nss, "all")
+        assert both.call_count == 1
+        cache.clear()
+        with mock.patch.object(selectors, "_overlap_possible", return_value=False):
+            sequential, _ = selectors.namespace_health(nss, "all")
+    finally:
+        selectors.close_side_connection()
+        cache.clear()
+
+    def view(health):
+        return [(h.namespace.pk, h.evaluated, h.objects, h.review_queue) for h in health]
+
+    assert view(overlapped) == view(sequential)
+    assert sum(h.objects for h in overlapped) == MemoryObject.objects.count() > 0
+
+
+@pytest.mark.django_db
+def test_inside_a_transaction_the_overview_stays_on_one_connection(namespaces):
+    from django.db import transaction
+
+    with transaction.atomic():
+        assert not selectors._overlap_possible()
