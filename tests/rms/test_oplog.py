@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from feedback import services as feedback_services
 from rms import policy, services
@@ -228,3 +231,33 @@ def test_new_id_is_the_text_of_a_version_4_uuid():
         u = uuid.UUID(text)
         assert str(u) == text
         assert u.version == 4 and u.variant == uuid.RFC_4122
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@given(_json_values)
+def test_canonical_json_is_json_dumps_with_the_spec_arguments(value):
+    """SPEC §6 defines the hashed text as json.dumps(...); the cached C encoder must agree."""
+    assert canonical_json(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+
+
+def test_canonical_json_refuses_what_json_dumps_refuses():
+    for bad in (float("nan"), {"a": float("inf")}):
+        with pytest.raises(ValueError):
+            canonical_json(bad)
+    with pytest.raises(TypeError):
+        canonical_json({"a": object()})
