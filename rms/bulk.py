@@ -219,14 +219,14 @@ def _flush_queue() -> None:
         _send(statements)
 
 
-class Rows(list):
+class StreamedRows(list):
     """What :func:`streamed` yields: a list of rows, ``written`` once they are in the database
     (or on their way through an open COPY), so the caller knows whether to insert them."""
 
     written = False
 
 
-class _Sink(Rows):
+class _Sink(StreamedRows):
     written = True
 
     def __init__(self, write) -> None:
@@ -251,7 +251,7 @@ def streamed(model, *, enabled: bool = True):
     (its transaction is being rolled back anyway).
     """
     if not enabled or connection.vendor != "postgresql":
-        rows = Rows()
+        rows = StreamedRows()
         yield rows
         if enabled:
             insert(model, rows)

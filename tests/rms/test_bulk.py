@@ -138,3 +138,32 @@ def test_uuid_and_json_columns_round_trip_through_the_small_path():
     assert back.state == {"confidence": 1 / 3}
     assert back.session_id is None
     assert back.ts == op.ts
+
+
+@pytest.mark.django_db
+def test_streamed_rows_are_written_in_order_and_marked_written():
+    objs = objects(5)
+    rows = aggregate_rows(objs, 3)
+    with transaction.atomic():
+        with bulk.streamed(FeedbackAggregate) as sink:
+            for row in rows:
+                sink.append(row)
+        assert sink.written
+        assert stored(objs) == expected(rows)
+    with bulk.streamed(FeedbackAggregate, enabled=False) as plain:
+        plain.append(rows[0])
+    assert not plain.written  # the caller inserts them
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_in_a_stream_fails_the_block_and_leaves_nothing():
+    objs = objects(2)
+    rows = aggregate_rows(objs, 0)
+    with (
+        pytest.raises(IntegrityError),
+        transaction.atomic(),
+        bulk.streamed(FeedbackAggregate) as sink,
+    ):
+        for row in [*rows, rows[0]]:
+            sink.append(row)
+    assert not FeedbackAggregate.objects.exists()
