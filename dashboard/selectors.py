@@ -33,7 +33,7 @@ from feedback.models import (
     TaskRun,
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
-from rms import evidence, policy
+from rms import evidence, oplog, policy
 from rms.models import MemoryObject, Namespace, Operation, Relationship
 from rms.policy import DEPRECATED
 from rms.replay import state_from_snapshot
@@ -460,16 +460,6 @@ def review_rows(
 
 # --- one object -------------------------------------------------------------------------------
 
-#: Operations that move confidence or salience; the rest only record facts (rms.replay.step).
-STATE_CHANGING = (
-    "OBJECT_CREATED",
-    "REINFORCE",
-    "PENALTY",
-    "PIN",
-    "UNPIN",
-    "EPISTEMIC_TRANSITION",
-    "CONDITION_CHANGED",
-)
 #: Up to this many operations every one is a point of the trajectory; beyond it only the ones
 #: that move confidence or salience are, so the chart stays light for a hot object.
 TRAJECTORY_ALL_OPS = 400
@@ -510,7 +500,7 @@ def trajectory(obj: MemoryObject, until: datetime | None = None) -> list[Traject
     """
     qs = Operation.objects.filter(target_id=obj.pk)
     if obj.version > TRAJECTORY_ALL_OPS:
-        qs = qs.filter(op_type__in=STATE_CHANGING)
+        qs = qs.filter(op_type__in=oplog.STATE_CHANGING)
     if until is not None:
         qs = qs.filter(ts__lte=until)
     rows = list(
@@ -554,21 +544,6 @@ def operations(obj: MemoryObject, *, op_type: str | None, descending: bool):
     if op_type:
         qs = qs.filter(op_type=op_type)
     return qs.order_by("-seq" if descending else "seq")
-
-
-def state_as_of(obj: MemoryObject, as_of: datetime) -> Operation | None:
-    """The last operation with ts ≤ as_of (its stored state is the object's state then)."""
-    return (
-        Operation.objects.filter(target_id=obj.pk, ts__lte=as_of, state__isnull=False)
-        .order_by("-ts", "-seq")
-        .first()
-    )
-
-
-def version_as_of(obj: MemoryObject, as_of: datetime) -> int:
-    """Operations on the chain up to ``as_of``: the version then, as the API answers it (fact
-    operations are stored without a state, so the last stored state's version can be older)."""
-    return Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
 
 
 def objects_by_id(ids) -> dict:

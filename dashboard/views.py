@@ -27,7 +27,7 @@ from dashboard.permissions import ADMINS, ANY_ROLE, OPERATORS, dashboard_view, p
 from feedback import metrics
 from feedback.models import FeedbackSession, InjectionEvent, SignalRecord, TaskRun
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
-from rms import policy, services
+from rms import oplog, policy, services
 from rms.edges import object_relationships
 from rms.errors import DomainError, NotFound
 from rms.replay import state_from_snapshot
@@ -308,7 +308,7 @@ def object_detail(request, object_id):
     if as_of_raw and as_of is None:
         messages.error(request, f"“{as_of_raw}” is not a date and time.")
     elif as_of is not None:
-        op = selectors.state_as_of(obj, as_of)
+        op = oplog.state_as_of(obj.pk, as_of)
         if op is None:
             as_of_view = {"missing": True, "at": as_of}
         else:
@@ -318,7 +318,7 @@ def object_detail(request, object_id):
                 "at": as_of,
                 "state": s,
                 "op": op,
-                "version": selectors.version_as_of(obj, as_of),
+                "version": oplog.version_as_of(obj.pk, as_of),
                 "salience_effective": policy.salience_effective(s, obj.created_at, as_of),
             }
 

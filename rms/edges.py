@@ -223,11 +223,7 @@ def relationship_out(rel: Relationship, now: datetime, state: dict | None = None
 
 
 def relationship_as_of(rel: Relationship, as_of: datetime) -> dict:
-    op = (
-        Operation.objects.filter(target_id=rel.pk, ts__lte=as_of, state__isnull=False)
-        .order_by("-ts", "-seq")
-        .first()
-    )
+    op = oplog.state_as_of(rel.pk, as_of)
     if op is None:
         raise NotFound("The relationship did not exist at that time.")
     return {**relationship_out(rel, as_of, op.state), "as_of": iso(as_of)}

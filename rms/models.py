@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models.base import ModelState
 
 from rms import policy
+from rms.replay import STATE_FIELDS
 
 GENESIS_HASH = "0" * 64
 
@@ -135,21 +136,7 @@ class MemoryObject(models.Model):
         return f"{self.epistemic_type} {self.content[:60]}"
 
     #: What a write may change; saves name them so the (possibly long) content is not rewritten.
-    WRITABLE_FIELDS = (
-        "epistemic_type",
-        "decay_profile",
-        "confidence",
-        "salience_base",
-        "condition_state",
-        "reinforcement_boost",
-        "reinforcement_count",
-        "last_reinforced_at",
-        "pinned",
-        "evidence_ids",
-        "version",
-        "head_hash",
-        "last_op_ts",
-    )
+    WRITABLE_FIELDS = (*STATE_FIELDS, "version", "head_hash", "last_op_ts")
 
     @property
     def is_active(self) -> bool:

@@ -295,3 +295,22 @@ def admin_change(
         actor_type=actor_type,
         policy_version=policy.POLICY_VERSION,
     )
+
+
+# --- reading back ---------------------------------------------------------------------------------
+
+
+def state_as_of(target_id, as_of: datetime) -> Operation | None:
+    """The target's last operation with ``ts ≤ as_of`` that stored a state: its state is the
+    target's state then (SPEC §6; one read on the (target, ts) index). None before it existed."""
+    return (
+        Operation.objects.filter(target_id=target_id, ts__lte=as_of, state__isnull=False)
+        .order_by("-ts", "-seq")
+        .first()
+    )
+
+
+def version_as_of(target_id, as_of: datetime) -> int:
+    """Operations on the chain up to ``as_of``: the version then (fact operations store no
+    state, so the last stored state's own version can be older)."""
+    return Operation.objects.filter(target_id=target_id, ts__lte=as_of).count()

@@ -16,7 +16,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from rms import services
+from rms import oplog, services
 from rms.api import pagination, serializers
 from rms.api.permissions import ADMIN, ANY_ROLE, WRITERS
 from rms.errors import Forbidden, NotFound
@@ -222,14 +222,10 @@ class ObjectStateView(APIView):
     def get(self, request, object_id: str):
         obj = services.visible_object(request.auth, parse_uuid(object_id))
         as_of = parse_time_param(request, "as_of", required=True)
-        op = (
-            Operation.objects.filter(target_id=obj.pk, ts__lte=as_of, state__isnull=False)
-            .order_by("-ts", "-seq")
-            .first()
-        )
+        op = oplog.state_as_of(obj.pk, as_of)
         if op is None:
             raise NotFound("The object did not exist at that time.")
-        version = Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
+        version = oplog.version_as_of(obj.pk, as_of)
         return Response(serializers.state_as_of_out(obj, op, as_of, version))
 
 
