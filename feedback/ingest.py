@@ -23,18 +23,17 @@ from django.db import IntegrityError, connection, transaction
 
 from feedback import aggregates, detection
 from feedback.models import (
-    FeedbackAggregate,
     FeedbackSession,
     InjectionEvent,
     SessionNamespace,
     SignalRecord,
 )
-from feedback.services import AggregateStore, signal_record_row
+from feedback.services import AggregateStore, aggregate_select, signal_record_row
 from rms import bulk, fetch, oplog, policy
 from rms import services as core
 from rms.api.errors import error_body
 from rms.errors import DomainError
-from rms.locks import lock_objects
+from rms.locks import attach_namespaces, lock_objects, lock_select
 from rms.models import (
     GENESIS_HASH,
     ApiClient,
@@ -189,34 +188,25 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
     in one round trip (``rms.fetch``). The third query takes the locks; the aggregates and tallies
     are read by later statements, so they are the values committed before the locks were granted
     (see ``rms.locks``)."""
-    session_cols, session_fields = fetch.columns(FeedbackSession, "s")
-    ns_cols, ns_fields = fetch.columns(Namespace, "n")
-    obj_cols, obj_fields = fetch.columns(MemoryObject, "o")
-    agg_cols, agg_fields = fetch.columns(FeedbackAggregate, "a")
-    tally_cols, tally_fields = fetch.columns(SessionTally, "t")
     pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
-    queries = [
-        (
-            f"SELECT {session_cols} FROM feedback_feedbacksession s "
-            "WHERE s.client_id = %s AND s.request_id = ANY(%s)",
+    selects = [
+        fetch.Select(
+            FeedbackSession,
+            "s",
+            "s.client_id = %s AND s.request_id = ANY(%s)",
             [client.pk, list(request_ids)],
         ),
-        (f"SELECT {ns_cols} FROM rms_namespace n WHERE n.name = ANY(%s)", [list(names)]),
-        (
-            f"SELECT {obj_cols} FROM rms_memoryobject o "
-            "WHERE o.id = ANY(%s) ORDER BY o.id FOR UPDATE",
-            [list(object_ids)],
-        ),
-        (
-            f"SELECT {agg_cols} FROM feedback_feedbackaggregate a WHERE a.object_id = ANY(%s)",
-            [list(object_ids)],
-        ),
-        (
-            f"SELECT {tally_cols} FROM rms_sessiontally t "
-            "WHERE (t.object_id, t.session_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))",
+        fetch.Select(Namespace, "n", "n.name = ANY(%s)", [list(names)]),
+        lock_select(object_ids),
+        aggregate_select(list(object_ids)),
+        fetch.Select(
+            SessionTally,
+            "t",
+            "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))",
             [[p[0] for p in pair_list], [p[1] for p in pair_list]],
         ),
     ]
+    queries = [select.query for select in selects]
     need_names = not client.sees_all_namespaces and getattr(client, "_ns_names", None) is None
     if need_names:
         queries.append(
@@ -227,27 +217,14 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
             )
         )
     results = fetch.pipelined(queries)
-    sessions = fetch.Rows(FeedbackSession, session_fields)
-    stored = {s.request_id: s for s in map(sessions.build, results[0])}
-    ns_rows = fetch.Rows(Namespace, ns_fields)
-    namespaces = {ns.name: ns for ns in map(ns_rows.build, results[1])}
-    by_id = {ns.pk: ns for ns in namespaces.values()}
-    ns_at = [f.attname for f in obj_fields].index("namespace_id")
-    missing = {row[ns_at] for row in results[2]} - by_id.keys()  # objects outside the scope
-    if missing:
-        by_id.update(Namespace.objects.in_bulk(missing))
-    objs = fetch.Rows(MemoryObject, obj_fields)
-    objects = {}
-    for row in results[2]:
-        obj = objs.build(row)
-        obj._state.fields_cache["namespace"] = by_id[obj.namespace_id]
-        objects[obj.pk] = obj
-    aggs = fetch.Rows(FeedbackAggregate, agg_fields)
-    store = AggregateStore(
-        list(objects.values()), {a.object_id: a for a in map(aggs.build, results[3])}
+    sessions, ns_rows, locked, aggs, tally_rows = (
+        select.build(found) for select, found in zip(selects, results, strict=False)
     )
-    tally_rows = fetch.Rows(SessionTally, tally_fields)
-    tallies = core.TallyStore.of_rows(map(tally_rows.build, results[4]))
+    stored = {s.request_id: s for s in sessions}
+    namespaces = {ns.name: ns for ns in ns_rows}
+    objects = attach_namespaces(locked, namespaces.values())
+    store = AggregateStore(list(objects.values()), {a.object_id: a for a in aggs})
+    tallies = core.TallyStore.of_rows(tally_rows)
     if need_names:
         client._ns_names = {row[0] for row in results[5]}
     return stored, namespaces, objects, tallies, store

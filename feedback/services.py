@@ -46,18 +46,18 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
     )
 
 
+def aggregate_select(object_ids: list) -> fetch.Select:
+    """PostgreSQL: the aggregate rows of these objects (plain SQL, see rms.fetch)."""
+    return fetch.Select(FeedbackAggregate, "a", "a.object_id = ANY(%s)", [list(object_ids)])
+
+
 def _aggregate_rows(object_ids: list) -> dict:
-    """{object id: FeedbackAggregate row} of these objects (PostgreSQL: plain SQL, rows built
-    without Model.__init__, see rms.fetch)."""
-    if connection.vendor != "postgresql":
-        return {r.object_id: r for r in FeedbackAggregate.objects.filter(object_id__in=object_ids)}
-    cols, fields = fetch.columns(FeedbackAggregate, "a")
-    build = fetch.Rows(FeedbackAggregate, fields).build
-    found = fetch.rows(
-        f"SELECT {cols} FROM feedback_feedbackaggregate a WHERE a.object_id = ANY(%s)",
-        [object_ids],
-    )
-    return {row.object_id: row for row in map(build, found)}
+    """{object id: FeedbackAggregate row} of these objects."""
+    if connection.vendor == "postgresql":
+        found = aggregate_select(object_ids).run()
+    else:
+        found = FeedbackAggregate.objects.filter(object_id__in=object_ids)
+    return {row.object_id: row for row in found}
 
 
 class AggregateStore:

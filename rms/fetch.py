@@ -55,6 +55,24 @@ class Rows:
         return obj
 
 
+class Select:
+    """A SELECT of every concrete column of ``model`` (as ``alias``) where ``condition`` holds,
+    and how its rows become instances. ``query`` is what :func:`rows` and :func:`pipelined`
+    take; :meth:`build` turns the rows they return into instances; :meth:`run` does both."""
+
+    def __init__(self, model, alias: str, condition: str, params: Sequence, tail: str = "") -> None:
+        cols, fields = columns(model, alias)
+        table = connection.ops.quote_name(model._meta.db_table)
+        self.query = (f"SELECT {cols} FROM {table} {alias} WHERE {condition}{tail}", list(params))
+        self._rows = Rows(model, fields)
+
+    def build(self, found: Sequence[Sequence]) -> list:
+        return [self._rows.build(row) for row in found]
+
+    def run(self) -> list:
+        return self.build(rows(*self.query))
+
+
 def rows(sql: str, params: Sequence) -> list[tuple]:
     """One query's rows (server-side binding, constant SQL text: parsed once by psycopg)."""
     connection.ensure_connection()

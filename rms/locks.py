@@ -15,6 +15,26 @@ from rms import fetch
 from rms.models import MemoryObject, Namespace
 
 
+def lock_select(ids: Iterable) -> fetch.Select:
+    """PostgreSQL: lock the objects with these ids in primary-key order and read them (plain
+    SQL, rows built without Model.__init__: the sweep locks 100k objects)."""
+    return fetch.Select(
+        MemoryObject, "o", "o.id = ANY(%s)", [list(set(ids))], " ORDER BY o.id FOR UPDATE"
+    )
+
+
+def attach_namespaces(objects: Iterable, namespaces: Iterable[Namespace] = ()) -> dict:
+    """{id: object}, each object's namespace attached: the ones given, the (few) others read in
+    one query, instead of a join that builds a namespace per row."""
+    objects = list(objects)
+    known = {ns.pk: ns for ns in namespaces}
+    missing = {obj.namespace_id for obj in objects} - known.keys()
+    namespaces = {**known, **(Namespace.objects.in_bulk(missing) if missing else {})}
+    for obj in objects:
+        obj._state.fields_cache["namespace"] = namespaces[obj.namespace_id]
+    return {obj.pk: obj for obj in objects}
+
+
 def lock_objects(ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
     """Lock the objects with these ids and return them by id (missing ids are simply absent).
 
@@ -25,25 +45,11 @@ def lock_objects(ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict
     re-reads the locked row but keeps the joined rows of its own, older snapshot.
     """
     if connection.vendor == "postgresql":
-        # Plain SQL, rows built without Model.__init__ (rms.fetch): the sweep locks 100k objects.
-        cols, fields = fetch.columns(MemoryObject, "o")
-        build = fetch.Rows(MemoryObject, fields).build
-        found = fetch.rows(
-            f"SELECT {cols} FROM rms_memoryobject o WHERE o.id = ANY(%s) ORDER BY o.id FOR UPDATE",
-            [list(set(ids))],
-        )
-        objects = [build(row) for row in found]
+        objects = lock_select(ids).run()
     else:
-        qs = (
+        objects = (
             MemoryObject.objects.filter(pk__in=sorted(set(ids), key=str))
             .order_by("pk")
             .select_for_update(of=("self",))
         )
-        objects = list(qs)
-    # Attach the (few) namespaces once instead of joining and building one per row.
-    known = {ns.pk: ns for ns in namespaces}
-    missing = {obj.namespace_id for obj in objects} - known.keys()
-    namespaces = {**known, **(Namespace.objects.in_bulk(missing) if missing else {})}
-    for obj in objects:
-        obj._state.fields_cache["namespace"] = namespaces[obj.namespace_id]
-    return {obj.pk: obj for obj in objects}
+    return attach_namespaces(objects, namespaces)
