@@ -1,0 +1,74 @@
+"""rms.gcpause: the collector is off inside, back on after the last block, whatever happens."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from rms import gcpause
+
+
+@pytest.fixture(autouse=True)
+def collector_enabled():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if was:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+def test_paused_and_restored_even_on_error():
+    with pytest.raises(RuntimeError), gcpause.paused():
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_nested_and_overlapping_blocks_restore_only_at_the_last_exit():
+    inside = threading.Event()
+    release = threading.Event()
+
+    def other() -> None:
+        with gcpause.paused():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    with gcpause.paused():
+        with gcpause.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        t.start()
+        assert inside.wait(5)
+    assert not gc.isenabled()  # the other thread's block is still open
+    release.set()
+    t.join()
+    assert gc.isenabled()
+
+
+def test_a_disabled_collector_stays_disabled():
+    gc.disable()
+    with gcpause.paused():
+        pass
+    assert not gc.isenabled()
+
+
+@pytest.mark.django_db
+def test_a_feedback_batch_is_recorded_with_the_collector_paused(monkeypatch, client_api):
+    from feedback import ingest
+
+    seen = []
+    real = ingest._record
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "_record", spy)
+    out = ingest.record_sessions(client=client_api.row, items=[])
+    assert out == [] and seen == [False]
+    assert gc.isenabled()
