@@ -233,6 +233,40 @@ def test_new_id_is_the_text_of_a_version_4_uuid():
         assert u.version == 4 and u.variant == uuid.RFC_4122
 
 
+def test_new_id_pools_are_per_thread_and_forgotten_in_a_forked_child():
+    import os
+    import threading
+
+    from rms.oplog import new_id
+
+    new_id()  # this thread's pool is filled
+    per_thread: list[list[str]] = [[], []]
+
+    def take(k: int) -> None:
+        per_thread[k] += [new_id() for _ in range(600)]  # crosses a block boundary
+
+    threads = [threading.Thread(target=take, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    mine = [new_id() for _ in range(300)]
+    everything = per_thread[0] + per_thread[1] + mine
+    assert len(set(everything)) == len(everything)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id must not be the parent's next one
+        os.close(read)
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(child) == 36 and child != new_id()
+
+
 _json_scalars = (
     st.none()
     | st.booleans()
