@@ -1,0 +1,40 @@
+"""rms.fetch on PostgreSQL: rows read with plain SQL equal what the ORM reads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from rms import fetch
+from rms.models import MemoryObject
+from tests.factories import make_object
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="rms.fetch is the PostgreSQL read path"
+    ),
+]
+
+
+def test_timestamps_read_with_the_c_loader_equal_django_s(client_api):
+    obj = make_object(client_api.row)
+    MemoryObject.objects.filter(pk=obj.pk).update(
+        created_at=datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
+    )
+    orm = MemoryObject.objects.get(pk=obj.pk)
+    (built,) = fetch.Select(MemoryObject, "o", "o.id = %s", [obj.pk]).run()
+    for name in ("created_at", "last_op_ts"):
+        mine, django = getattr(built, name), getattr(orm, name)
+        assert mine == django and mine.isoformat() == django.isoformat()
+        assert mine.tzinfo is django.tzinfo  # datetime.timezone.utc, as Django's loader gives
+    assert built.created_at == datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
+
+
+def test_pipelined_queries_use_the_same_loader(client_api):
+    obj = make_object(client_api.row)
+    query = ("SELECT created_at FROM rms_memoryobject WHERE id = %s", [obj.pk])
+    (found,) = fetch.pipelined([query])
+    assert found == [(MemoryObject.objects.get(pk=obj.pk).created_at,)]
