@@ -97,13 +97,21 @@ class FeedbackSession(models.Model):
         return f"session {self.session_id} / {self.request_id}"
 
 
+# The append-only event rows below (session scopes, injections, signal records) point at their
+# session, object and namespace without database FOREIGN KEY constraints (``db_constraint=False``):
+# the ingestion transaction writes them beside the session it creates, for objects it has locked
+# and namespaces it has read, and nothing deletes sessions, objects or namespaces (an ORM delete
+# still cascades: Django does that itself). Django's deferred constraints would re-check all 42
+# references of a session at COMMIT, 70-90 ms of a 500-session batch (docs/DECISIONS.md).
 class SessionNamespace(models.Model):
     """A session counts in every namespace of its scope (SPEC §10): one row per namespace, with
     what the metrics need, so a windowed metric is one indexed aggregate query."""
 
-    session = models.ForeignKey(FeedbackSession, on_delete=models.CASCADE, related_name="scopes")
+    session = models.ForeignKey(
+        FeedbackSession, on_delete=models.CASCADE, related_name="scopes", db_constraint=False
+    )
     namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     ts = models.DateTimeField()
     context_budget = models.PositiveIntegerField()
@@ -127,13 +135,17 @@ class InjectionEvent(models.Model):
     """One injected object in one session (RFC-0009 §3); mirrors its INJECTION_EVENT operation."""
 
     session = models.ForeignKey(
-        FeedbackSession, on_delete=models.CASCADE, related_name="injections"
+        FeedbackSession, on_delete=models.CASCADE, related_name="injections", db_constraint=False
     )
     object = models.ForeignKey(
-        MemoryObject, on_delete=models.CASCADE, related_name="+", db_index=False
+        MemoryObject,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     ts = models.DateTimeField()
     rank_position = models.PositiveIntegerField(null=True, blank=True)
@@ -162,13 +174,22 @@ class SignalRecord(models.Model):
     """The per-signal FEEDBACK_EVENT record: how it was detected, weighed and what it did."""
 
     feedback_session = models.ForeignKey(
-        FeedbackSession, on_delete=models.CASCADE, null=True, blank=True, related_name="signals"
+        FeedbackSession,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="signals",
+        db_constraint=False,
     )
     object = models.ForeignKey(
-        MemoryObject, on_delete=models.CASCADE, related_name="+", db_index=False
+        MemoryObject,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     operation_id = models.UUIDField()
     ts = models.DateTimeField()
