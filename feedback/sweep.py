@@ -10,15 +10,19 @@ Transactions: the candidates are read without locks, then handled in chunks of `
 one transaction per chunk. A chunk locks its objects once, in primary-key order (the order every
 writer uses, so the sweep cannot deadlock with ingestion), re-reads their aggregates under the
 lock and re-checks the candidate condition, because a session or a concurrent sweep may have
-changed it since the unlocked read. A crash leaves finished chunks committed and the rest
-untouched; as a checked object is no longer a candidate, a rerun finishes the job and ends in the
-same state as one clean run. Nothing here retries; the task that calls :func:`sweep` may simply
-run it again.
+changed it since the unlocked read. Chunks hold disjoint key ranges, so on PostgreSQL, outside a
+transaction, ``WORKERS`` threads handle chunks at once, each on its own connection: while one
+waits on PostgreSQL, another builds its operations. A crash leaves finished chunks committed and
+the rest untouched; as a checked object is no longer a candidate, a rerun finishes the job and
+ends in the same state as one clean run. Nothing here retries; the task that calls
+:func:`sweep` may simply run it again.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +37,7 @@ from feedback import aggregates, relevance
 from feedback.ingest import OBJECT_FIELDS
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
-from rms import bulk, oplog, policy
+from rms import bulk, gcpause, oplog, policy
 from rms import services as core
 from rms.locks import lock_objects
 from rms.models import MemoryObject, Namespace, Operation
@@ -42,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 #: Objects per transaction: bounds lock time and memory; a crash loses at most one chunk's work.
 CHUNK = 500
+#: Chunks handled at once, each in its own thread and database connection (PostgreSQL only).
+#: Two overlap the Python half of one chunk with the PostgreSQL half of another on two cores.
+WORKERS = 2
 SIGNAL_TYPE = "IGNORED_REPEATEDLY"
 DETECTION_METHOD = "injection_tracking"
 ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
@@ -89,6 +96,14 @@ class Summary:
         else:
             self.not_penalized += 1
 
+    def add(self, other: Summary) -> None:
+        self.examined += other.examined
+        self.penalized += other.penalized
+        self.exempt += other.exempt
+        self.not_penalized += other.not_penalized
+        self.skipped_domain_checks += other.skipped_domain_checks
+        self.namespaces |= other.namespaces
+
     def as_dict(self) -> dict:
         return {
             "examined": self.examined,
@@ -107,6 +122,7 @@ def sweep(
     progress: Callable[[float], None] | None = None,
     now: datetime | None = None,
     chunk_size: int = CHUNK,
+    workers: int = WORKERS,
 ) -> dict:
     """Examine every candidate object (SPEC §9) and return what was decided.
 
@@ -116,10 +132,12 @@ def sweep(
     chain is already later is checked at its latest operation's time, so no chain goes back.
 
     One transaction per chunk of ``chunk_size`` objects; see the module docstring for locking
-    and crash behaviour. Returns ``{"examined", "penalized", "exempt", "not_penalized",
-    "skipped_domain_checks", "namespaces"}``; ``examined`` is the sum of the three outcomes,
-    ``skipped_domain_checks`` counts penalties applied without a domain check (all streak
-    sessions unknown), and ``namespaces`` names those where at least one object was examined.
+    and crash behaviour. Chunks run on ``workers`` threads at once on PostgreSQL when no
+    transaction is open (a caller's transaction must see every write, so it gets one thread).
+    Returns ``{"examined", "penalized", "exempt", "not_penalized", "skipped_domain_checks",
+    "namespaces"}``; ``examined`` is the sum of the three outcomes, ``skipped_domain_checks``
+    counts penalties applied without a domain check (all streak sessions unknown), and
+    ``namespaces`` names those where at least one object was examined.
     """
     core.check_not_future(now, "now")
     if object_ids is not None:
@@ -127,25 +145,121 @@ def sweep(
     qs = candidates(namespace, object_ids)
     total = qs.count()
     summary = Summary()
-    contexts = _Contexts()
     done = 0
-    last = None
-    while True:
-        # Keyset pagination in pk order: bounded memory whatever the number of candidates, and
-        # chunks lock disjoint, increasing key ranges.
-        page = qs if last is None else qs.filter(object_id__gt=last)
-        ids = list(page.order_by("object_id").values_list("object_id", flat=True)[:chunk_size])
-        if not ids:
-            break
-        last = ids[-1]
-        with transaction.atomic():
-            _sweep_chunk(ids, now, summary, contexts)
-        done += len(ids)
+
+    def chunk_done(size: int, part: Summary) -> None:
+        nonlocal done
+        summary.add(part)
+        done += size
         if progress is not None:
             progress(min(1.0, done / total) if total else 1.0)
+
+    parallel = workers > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block
+    if parallel:
+        _run_threaded(_pages(qs, chunk_size), now, workers, chunk_done)
+    else:
+        contexts = _Contexts()
+        for ids in _pages(qs, chunk_size):
+            chunk_done(len(ids), _run_chunk(ids, now, contexts))
     if progress is not None and done == 0:
         progress(1.0)
     return summary.as_dict()
+
+
+def _pages(qs, size: int):
+    """Candidate ids in pages of ``size``: keyset pagination in pk order, so memory stays bounded
+    whatever the number of candidates and chunks lock disjoint, increasing key ranges."""
+    last = None
+    while True:
+        page = qs if last is None else qs.filter(object_id__gt=last)
+        ids = list(page.order_by("object_id").values_list("object_id", flat=True)[:size])
+        if not ids:
+            return
+        last = ids[-1]
+        yield ids
+
+
+def _run_chunk(ids: list, now: datetime | None, contexts: _Contexts) -> Summary:
+    part = Summary()
+    with gcpause.paused(), transaction.atomic():
+        _sweep_chunk(ids, now, part, contexts)
+    return part
+
+
+def _run_threaded(pages, now: datetime | None, workers: int, chunk_done) -> None:
+    """Hand the pages to ``workers`` threads, each with its own connection and session-context
+    cache; report each finished chunk from this thread. At most two pages per thread wait in the
+    queue (memory stays bounded). The first error stops the hand-out, lets the running chunks
+    finish or roll back, and is raised here: committed chunks stay, as in a single-thread run.
+    """
+    todo: queue.Queue = queue.Queue(maxsize=2 * workers)
+    finished: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        contexts = _Contexts()
+        try:
+            while True:
+                ids = todo.get()
+                if ids is None:
+                    return
+                if stop.is_set():  # an earlier chunk failed: hand this one back untouched
+                    finished.put((0, None, None))
+                    continue
+                try:
+                    finished.put((len(ids), _run_chunk(ids, now, contexts), None))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                    stop.set()
+                    finished.put((0, None, exc))
+        finally:
+            connection.close()  # this thread's own connection
+
+    threads = [
+        threading.Thread(target=work, name=f"sweep-{i}", daemon=True) for i in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    sent = received = 0
+    error = None
+
+    def collect(block: bool) -> None:
+        nonlocal received, error
+        while received < sent:
+            try:
+                size, part, exc = finished.get(block=block)
+            except queue.Empty:
+                return
+            received += 1
+            if exc is not None:
+                error = error or exc
+            elif part is not None:
+                chunk_done(size, part)
+            block = False
+
+    try:
+        for ids in pages:
+            if stop.is_set():
+                break
+            while True:
+                try:
+                    todo.put(ids, timeout=0.05)
+                    break
+                except queue.Full:
+                    collect(block=False)
+            sent += 1
+            collect(block=False)
+    except BaseException:
+        stop.set()  # the candidate query or a progress report failed: hand out nothing more
+        raise
+    finally:
+        for _ in threads:
+            todo.put(None)
+        while received < sent:
+            collect(block=True)
+        for thread in threads:
+            thread.join()
+    if error is not None:
+        raise error
 
 
 # --- one chunk ------------------------------------------------------------------------------------
