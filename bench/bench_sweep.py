@@ -19,7 +19,8 @@ candidate left, and the chains and replays of a sample of objects intact. With `
 the first run is profiled (cProfile, CPU time) and the top functions are printed; with
 ``--phases`` the wall time of each step of the sweep is printed.
 
-    .venv/bin/python bench/bench_sweep.py [--objects 100000] [--chunk 500] [--phases] [--profile]
+    .venv/bin/python bench/bench_sweep.py [--objects 100000] [--chunk 500] [--workers 2] [--phases]
+        [--profile]
 
 Exit status 1 if a check fails.
 """
@@ -317,7 +318,11 @@ def measure(args) -> bool:
     from django.db import connection
 
     from feedback.models import FeedbackAggregate
-    from feedback.sweep import candidates, sweep
+    from feedback.sweep import WORKERS, candidates, sweep
+
+    if args.workers is None:
+        # Step timers add up across threads: --phases times the single-thread run.
+        args.workers = 1 if args.phases else WORKERS
     from rms.models import MemoryObject, Operation
     from rms.verification import verify_object_chain, verify_object_replay
 
@@ -328,8 +333,19 @@ def measure(args) -> bool:
     marks: list[tuple[float, float]] = []
     t0 = time.perf_counter()
 
+    backends: dict[int, float] = {}
+    monitor = common._admin_connection() if args.workers > 1 else None
+
     def progress(fraction: float) -> None:
         marks.append((fraction, time.perf_counter() - t0))
+        if monitor is not None:
+            # The worker threads' connections close when the sweep returns: read their
+            # backends' CPU after every chunk, while they are there (new connections start at 0).
+            for (pid,) in monitor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (DB,),
+            ).fetchall():
+                backends[pid] = max(backends.get(pid, 0.0), common._proc_cpu_seconds(pid))
 
     # The build takes a while and this machine may be shared: wait for quiet again, and report
     # CPU seconds (this process and its PostgreSQL backend) beside wall time.
@@ -341,7 +357,7 @@ def measure(args) -> bool:
         t0 = time.perf_counter()
         if prof is not None:
             prof.enable()
-        first = sweep(chunk_size=args.chunk, progress=progress)
+        first = sweep(chunk_size=args.chunk, progress=progress, workers=args.workers)
         if prof is not None:
             prof.disable()
         first_s = time.perf_counter() - t0
@@ -350,7 +366,7 @@ def measure(args) -> bool:
 
     count_before = Operation.objects.count()
     t0 = time.perf_counter()
-    second = sweep(chunk_size=args.chunk)
+    second = sweep(chunk_size=args.chunk, workers=args.workers)
     second_s = time.perf_counter() - t0
     count_after = Operation.objects.count()
 
@@ -370,10 +386,13 @@ def measure(args) -> bool:
     )  # fmt: skip
     if halfway is not None:
         print(f"# progress: 50% after {halfway:.2f} s, {len(marks)} chunk(s) of {args.chunk}")
+    threads_pg = sum(v for pid, v in backends.items() if pid not in cpu.pg0)
+    if monitor is not None:
+        monitor.close()
     print(
-        f"# first run CPU: sweep process {cpu.client:.1f} s, its PostgreSQL backend "
-        f"{cpu.postgres:.1f} s, other processes {cpu.other:.1f} s; "
-        f"machine {cpu.utilisation:.0f}% busy"
+        f"# first run CPU ({args.workers} worker thread(s)): sweep process {cpu.client:.1f} s, "
+        f"its PostgreSQL backends {cpu.postgres + threads_pg:.1f} s, other processes "
+        f"{max(0.0, cpu.other - threads_pg):.1f} s; machine {cpu.utilisation:.0f}% busy"
     )
 
     checks = []
@@ -417,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--per-session", type=int, default=10, help="objects per session")
     parser.add_argument("--chunk", type=int, default=500, help="objects per transaction")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="chunks at once (default: the sweep's WORKERS)"
+    )
     parser.add_argument("--seed", type=int, default=9)
     parser.add_argument("--profile", action="store_true", help="cProfile the first run")
     parser.add_argument("--profile-lines", type=int, default=40)
@@ -429,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         1 <= args.objects <= 1_000_000
         and 1 <= args.per_session <= 100
         and 1 <= args.chunk <= 10_000
+        and (args.workers is None or 1 <= args.workers <= 8)
     ):
-        parser.error("bounded: objects 1-1,000,000, per-session 1-100, chunk 1-10,000")
+        parser.error("bounded: objects 1-1,000,000, per-session 1-100, chunk 1-10,000, workers 1-8")
     common.wait_for_quiet(args.wait_quiet)
     print(
         f"# sweep benchmark: {args.objects:,} candidate objects, chunks of {args.chunk}, "

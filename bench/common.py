@@ -331,11 +331,13 @@ class Api:
     def request(
         self, method: str, path: str, body=None, *, parse: bool = True
     ) -> tuple[int, object]:
-        """One request; the JSON answer (or the raw bytes with ``parse=False``)."""
+        """One request; the JSON answer (or the raw bytes with ``parse=False``). ``body`` is
+        encoded as JSON, unless it is ``bytes`` (already encoded: a timed loop then measures the
+        server, not this client's encoder)."""
         headers = dict(self.headers)
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         self.conn.request(method, path, body=data, headers=headers)
         resp = self.conn.getresponse()
