@@ -72,3 +72,34 @@ def test_a_feedback_batch_is_recorded_with_the_collector_paused(monkeypatch, cli
     out = ingest.record_sessions(client=client_api.row, items=[])
     assert out == [] and seen == [False]
     assert gc.isenabled()
+
+
+def test_overlapping_blocks_under_steady_load_still_collect_cycles(monkeypatch):
+    import weakref
+
+    class Node:
+        pass
+
+    monkeypatch.setattr(gcpause, "MAX_PAUSE", 0.0)
+    inside = threading.Event()
+    release = threading.Event()
+
+    def other() -> None:
+        with gcpause.paused():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(5)  # the other thread keeps the collector off throughout
+    with gcpause.paused():
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+        ref = weakref.ref(a)
+        del a, b
+        assert ref() is not None
+    assert not gc.isenabled()  # still paused for the other thread...
+    assert ref() is None  # ...but this block's end collected the young generation
+    release.set()
+    t.join()
+    assert gc.isenabled()
