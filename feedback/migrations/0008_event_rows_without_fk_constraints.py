@@ -5,51 +5,97 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0007_covering_session_scope_index'),
-        ('rms', '0005_drop_redundant_fk_indexes'),
+        ("feedback", "0007_covering_session_scope_index"),
+        ("rms", "0005_drop_redundant_fk_indexes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='injectionevent',
-            name='namespace',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace'),
+            model_name="injectionevent",
+            name="namespace",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="rms.namespace",
+            ),
         ),
         migrations.AlterField(
-            model_name='injectionevent',
-            name='object',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.memoryobject'),
+            model_name="injectionevent",
+            name="object",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="rms.memoryobject",
+            ),
         ),
         migrations.AlterField(
-            model_name='injectionevent',
-            name='session',
-            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='injections', to='feedback.feedbacksession'),
+            model_name="injectionevent",
+            name="session",
+            field=models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="injections",
+                to="feedback.feedbacksession",
+            ),
         ),
         migrations.AlterField(
-            model_name='sessionnamespace',
-            name='namespace',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace'),
+            model_name="sessionnamespace",
+            name="namespace",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="rms.namespace",
+            ),
         ),
         migrations.AlterField(
-            model_name='sessionnamespace',
-            name='session',
-            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='scopes', to='feedback.feedbacksession'),
+            model_name="sessionnamespace",
+            name="session",
+            field=models.ForeignKey(
+                db_constraint=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="scopes",
+                to="feedback.feedbacksession",
+            ),
         ),
         migrations.AlterField(
-            model_name='signalrecord',
-            name='feedback_session',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='signals', to='feedback.feedbacksession'),
+            model_name="signalrecord",
+            name="feedback_session",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="signals",
+                to="feedback.feedbacksession",
+            ),
         ),
         migrations.AlterField(
-            model_name='signalrecord',
-            name='namespace',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace'),
+            model_name="signalrecord",
+            name="namespace",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="rms.namespace",
+            ),
         ),
         migrations.AlterField(
-            model_name='signalrecord',
-            name='object',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.memoryobject'),
+            model_name="signalrecord",
+            name="object",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="rms.memoryobject",
+            ),
         ),
     ]

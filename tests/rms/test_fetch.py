@@ -5,21 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
 
 from rms import fetch
 from rms.models import MemoryObject
 from tests.factories import make_object
 
-pytestmark = [
-    pytest.mark.django_db,
-    pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="rms.fetch is the PostgreSQL read path"
-    ),
-]
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # rms.fetch is the PostgreSQL path
 
 
-def test_timestamps_read_with_the_c_loader_equal_django_s(client_api):
+def test_timestamps_read_with_the_c_loader_equal_django_s(require_postgres, client_api):
     obj = make_object(client_api.row)
     MemoryObject.objects.filter(pk=obj.pk).update(
         created_at=datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
@@ -33,7 +27,7 @@ def test_timestamps_read_with_the_c_loader_equal_django_s(client_api):
     assert built.created_at == datetime(2026, 3, 29, 1, 30, 0, 123456, tzinfo=UTC)
 
 
-def test_pipelined_queries_use_the_same_loader(client_api):
+def test_pipelined_queries_use_the_same_loader(require_postgres, client_api):
     obj = make_object(client_api.row)
     query = ("SELECT created_at FROM rms_memoryobject WHERE id = %s", [obj.pk])
     (found,) = fetch.pipelined([query])
