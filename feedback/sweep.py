@@ -232,8 +232,8 @@ def _run_threaded(pages, now: datetime | None, workers: int, chunk_done) -> None
             received += 1
             if exc is not None:
                 error = error or exc
-            elif part is not None:
-                chunk_done(size, part)
+            elif part is not None and not stop.is_set():
+                chunk_done(size, part)  # never again once something failed: it may raise again
             block = False
 
     try:
