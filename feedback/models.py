@@ -97,22 +97,25 @@ class FeedbackSession(models.Model):
         return f"session {self.session_id} / {self.request_id}"
 
 
-# The append-only event rows below (session scopes, injections, signal records) point at their
-# session, object and namespace without database FOREIGN KEY constraints (``db_constraint=False``):
-# the ingestion transaction writes them beside the session it creates, for objects it has locked
-# and namespaces it has read, and nothing deletes sessions, objects or namespaces (an ORM delete
-# still cascades: Django does that itself). Django's deferred constraints would re-check all 42
-# references of a session at COMMIT, 70-90 ms of a 500-session batch (docs/DECISIONS.md).
+def event_ref(to, **options) -> models.ForeignKey:
+    """A reference from an append-only event row (session scope, injection, signal record) to
+    its session, object or namespace, without a database FOREIGN KEY constraint.
+
+    The ingestion transaction writes these rows beside the session it creates, for objects it has
+    locked and namespaces it has read, and nothing deletes sessions, objects or namespaces (an
+    ORM delete still cascades: Django does that itself). Django's deferred constraints would
+    re-check all 42 references of a session at COMMIT, 70-90 ms of a 500-session batch
+    (docs/DECISIONS.md).
+    """
+    return models.ForeignKey(to, on_delete=models.CASCADE, db_constraint=False, **options)
+
+
 class SessionNamespace(models.Model):
     """A session counts in every namespace of its scope (SPEC §10): one row per namespace, with
     what the metrics need, so a windowed metric is one indexed aggregate query."""
 
-    session = models.ForeignKey(
-        FeedbackSession, on_delete=models.CASCADE, related_name="scopes", db_constraint=False
-    )
-    namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    session = event_ref(FeedbackSession, related_name="scopes")
+    namespace = event_ref(Namespace, related_name="+", db_index=False)
     ts = models.DateTimeField()
     context_budget = models.PositiveIntegerField()
     has_corrected = models.BooleanField(default=False)
@@ -134,19 +137,9 @@ class SessionNamespace(models.Model):
 class InjectionEvent(models.Model):
     """One injected object in one session (RFC-0009 §3); mirrors its INJECTION_EVENT operation."""
 
-    session = models.ForeignKey(
-        FeedbackSession, on_delete=models.CASCADE, related_name="injections", db_constraint=False
-    )
-    object = models.ForeignKey(
-        MemoryObject,
-        on_delete=models.CASCADE,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    session = event_ref(FeedbackSession, related_name="injections")
+    object = event_ref(MemoryObject, related_name="+", db_index=False)
+    namespace = event_ref(Namespace, related_name="+", db_index=False)
     ts = models.DateTimeField()
     rank_position = models.PositiveIntegerField(null=True, blank=True)
     representation_type = models.CharField(max_length=50, blank=True, default="")
@@ -173,24 +166,9 @@ class InjectionEvent(models.Model):
 class SignalRecord(models.Model):
     """The per-signal FEEDBACK_EVENT record: how it was detected, weighed and what it did."""
 
-    feedback_session = models.ForeignKey(
-        FeedbackSession,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="signals",
-        db_constraint=False,
-    )
-    object = models.ForeignKey(
-        MemoryObject,
-        on_delete=models.CASCADE,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
-    namespace = models.ForeignKey(
-        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    feedback_session = event_ref(FeedbackSession, null=True, blank=True, related_name="signals")
+    object = event_ref(MemoryObject, related_name="+", db_index=False)
+    namespace = event_ref(Namespace, related_name="+", db_index=False)
     operation_id = models.UUIDField()
     ts = models.DateTimeField()
     session_id = models.CharField(max_length=200)
