@@ -21,6 +21,28 @@ def collector_enabled():
         gc.disable()
 
 
+class OtherThread:
+    """Another thread inside ``paused()`` from :meth:`start` until :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        with gcpause.paused():
+            self.inside.set()
+            self.release.wait(5)
+
+    def start(self) -> None:
+        self.thread.start()
+        assert self.inside.wait(5)
+
+    def finish(self) -> None:
+        self.release.set()
+        self.thread.join()
+
+
 def test_paused_and_restored_even_on_error():
     with pytest.raises(RuntimeError), gcpause.paused():
         assert not gc.isenabled()
@@ -29,24 +51,14 @@ def test_paused_and_restored_even_on_error():
 
 
 def test_nested_and_overlapping_blocks_restore_only_at_the_last_exit():
-    inside = threading.Event()
-    release = threading.Event()
-
-    def other() -> None:
-        with gcpause.paused():
-            inside.set()
-            release.wait(5)
-
-    t = threading.Thread(target=other)
+    other = OtherThread()
     with gcpause.paused():
         with gcpause.paused():
             assert not gc.isenabled()
         assert not gc.isenabled()
-        t.start()
-        assert inside.wait(5)
+        other.start()
     assert not gc.isenabled()  # the other thread's block is still open
-    release.set()
-    t.join()
+    other.finish()
     assert gc.isenabled()
 
 
@@ -81,17 +93,8 @@ def test_overlapping_blocks_under_steady_load_still_collect_cycles(monkeypatch):
         pass
 
     monkeypatch.setattr(gcpause, "MAX_PAUSE", 0.0)
-    inside = threading.Event()
-    release = threading.Event()
-
-    def other() -> None:
-        with gcpause.paused():
-            inside.set()
-            release.wait(5)
-
-    t = threading.Thread(target=other)
-    t.start()
-    assert inside.wait(5)  # the other thread keeps the collector off throughout
+    other = OtherThread()
+    other.start()  # the other thread keeps the collector off throughout
     with gcpause.paused():
         a, b = Node(), Node()
         a.other, b.other = b, a  # a cycle: reference counting alone never frees it
@@ -100,6 +103,5 @@ def test_overlapping_blocks_under_steady_load_still_collect_cycles(monkeypatch):
         assert ref() is not None
     assert not gc.isenabled()  # still paused for the other thread...
     assert ref() is None  # ...but this block's end collected the young generation
-    release.set()
-    t.join()
+    other.finish()
     assert gc.isenabled()
