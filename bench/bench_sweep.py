@@ -341,10 +341,7 @@ def measure(args) -> bool:
         if monitor is not None:
             # The worker threads' connections close when the sweep returns: read their
             # backends' CPU after every chunk, while they are there (new connections start at 0).
-            for (pid,) in monitor.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (DB,),
-            ).fetchall():
+            for pid in common.pg_backend_pids(DB, monitor):
                 backends[pid] = max(backends.get(pid, 0.0), common._proc_cpu_seconds(pid))
 
     # The build takes a while and this machine may be shared: wait for quiet again, and report

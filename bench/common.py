@@ -492,22 +492,14 @@ def wait_for_quiet(max_wait: float, threshold: float = 15.0) -> float:
     return busy
 
 
-def pg_backend_pids(db: str = BENCH_DB) -> list[int]:
-    import psycopg
-
-    with psycopg.connect(
-        host=HOST,
-        port=PG_PORT,
-        user="postgres",
-        dbname="postgres",
-        autocommit=True,
-        connect_timeout=10,
-    ) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            (db,),
-        ).fetchall()
-    return [r[0] for r in rows]
+def pg_backend_pids(db: str = BENCH_DB, conn=None) -> list[int]:
+    """The backends connected to ``db``, read on ``conn`` if given (a caller sampling often
+    keeps one open), else on a new connection."""
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+    if conn is not None:
+        return [r[0] for r in conn.execute(query, (db,)).fetchall()]
+    with _admin_connection() as own:
+        return [r[0] for r in own.execute(query, (db,)).fetchall()]
 
 
 class CpuMeter:
