@@ -4,7 +4,7 @@ pipelined batch) reads back the same values, floats bit for bit."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -14,6 +14,7 @@ from rms import bulk, services
 from rms.models import GENESIS_HASH, ApiClient, MemoryObject, SessionTally
 from tests.factories import make_client
 
+KOLKATA = timezone(timedelta(hours=5, minutes=30))  # sent as its UTC instant
 FLOATS = [0.1 + 0.2, 1e-300, 5e-324, 1 / 3, 0.9999999999999999, 123456.789e10]
 FIELDS = [
     "total_injections",
@@ -44,7 +45,7 @@ def aggregate_rows(objs, k: int) -> list[FeedbackAggregate]:
             usage_ratio=None if i % 3 == 0 else FLOATS[(i + k) % len(FLOATS)],
             last_positive_signal=None
             if i % 2
-            else datetime(2026, 1, 2, 3, 4, 5, 123456 + i, tzinfo=UTC),
+            else datetime(2026, 1, 2, 3, 4, 5, 123456 + i, tzinfo=UTC if i % 4 else KOLKATA),
             lifetime_gamma_applied=FLOATS[i % len(FLOATS)] * (k + 1),
             unused_streak=i,
         )
