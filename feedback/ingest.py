@@ -13,6 +13,7 @@ winner's record; that is the only retry this module makes.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class Item:
     error: tuple[int, dict] | None = None
     result: tuple[int, dict] | None = None
     duplicate_of: Item | None = None
+    #: The JSON text of ``result``'s record when this call created it: encoded once, for the
+    #: stored row and for the batch answer (``feedback.api.views.batch_answer``).
+    record_json: str | None = None
 
 
 def failure(exc: DomainError) -> tuple[int, dict]:
@@ -98,7 +102,7 @@ def record_sessions(*, client: ApiClient, items: list[Item]) -> list[tuple[int, 
     pending = [item for item in items if item.error is None]
     for attempt in range(RACE_RETRIES):
         for item in pending:
-            item.result = None
+            item.result = item.record_json = None
         try:
             with gcpause.paused():  # see rms.gcpause: a sixth of a batch's CPU otherwise
                 _record(client, pending)
@@ -176,6 +180,7 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                     item.result = conflict(item.data["request_id"])
                 elif original.result[0] == 201:
                     item.result = (200, original.result[1])
+                    item.record_json = original.record_json
                 else:
                     item.result = original.result
 
@@ -472,6 +477,9 @@ def _apply(
         "session_str_mean": fmean(str_values) if str_values else None,
     }
     session.record = record
+    session.__dict__["_json_record"] = item.record_json = json.dumps(
+        record, separators=(",", ":"), allow_nan=False
+    )
     payload = {k: v for k, v in record.items() if k not in ("id", "ts")}
     payload["context_text"] = session.context_text
     writes.ops.append(

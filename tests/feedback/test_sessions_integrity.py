@@ -197,6 +197,8 @@ class TestIdempotency:
         assert [x["status"] for x in res] == [200, 201, 400, 200, 409, 201, 409]
         assert res[0]["record"] == posted
         assert res[3]["record"] == res[1]["record"]
+        stored = client_api.get(f"/api/v1/feedback-sessions/{res[1]['record']['id']}").json()
+        assert stored == res[1]["record"]
         assert res[2]["error"]["code"] == "validation_error"
         assert res[6]["error"]["code"] == "ts_out_of_order"
         assert FeedbackSession.objects.count() == 3
