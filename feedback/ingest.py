@@ -191,24 +191,24 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
 def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
     """PostgreSQL: the stored records of these request ids, the namespaces, the objects locked in
     primary-key order, their aggregates and session tallies and the client's visible namespaces,
-    in one round trip (``rms.fetch``). The third query takes the locks; the aggregates and tallies
-    are read by later statements, so they are the values committed before the locks were granted
-    (see ``rms.locks``)."""
+    in one round trip (``rms.fetch``; arrays in binary, see ``rms.locks.lock_select``). The third
+    query takes the locks; the aggregates and tallies are read by later statements, so they are
+    the values committed before the locks were granted (see ``rms.locks``)."""
     pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
     selects = [
         fetch.Select(
             FeedbackSession,
             "s",
-            "s.client_id = %s AND s.request_id = ANY(%s)",
+            "s.client_id = %s AND s.request_id = ANY(%b)",
             [client.pk, list(request_ids)],
         ),
-        fetch.Select(Namespace, "n", "n.name = ANY(%s)", [list(names)]),
+        fetch.Select(Namespace, "n", "n.name = ANY(%b)", [list(names)]),
         lock_select(object_ids),
         aggregate_select(list(object_ids)),
         fetch.Select(
             SessionTally,
             "t",
-            "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))",
+            "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))",
             [[p[0] for p in pair_list], [p[1] for p in pair_list]],
         ),
     ]

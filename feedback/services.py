@@ -48,7 +48,7 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
 
 def aggregate_select(object_ids: list) -> fetch.Select:
     """PostgreSQL: the aggregate rows of these objects (plain SQL, see rms.fetch)."""
-    return fetch.Select(FeedbackAggregate, "a", "a.object_id = ANY(%s)", [list(object_ids)])
+    return fetch.Select(FeedbackAggregate, "a", "a.object_id = ANY(%b::uuid[])", [list(object_ids)])
 
 
 def _aggregate_rows(object_ids: list) -> dict:

@@ -37,7 +37,7 @@ from feedback import aggregates, relevance
 from feedback.ingest import OBJECT_FIELDS
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
-from rms import bulk, gcpause, oplog, policy
+from rms import bulk, fetch, gcpause, oplog, policy
 from rms import services as core
 from rms.locks import lock_objects
 from rms.models import MemoryObject, Namespace, Operation
@@ -393,23 +393,22 @@ def _streak_sessions(streaks: dict) -> dict[object, list]:
     if connection.vendor == "postgresql":
         table = connection.ops.quote_name(InjectionEvent._meta.db_table)
         ids = list(streaks)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""
-                SELECT c.object_id, i.session_id::text
-                FROM unnest(%s::uuid[], %s::int[]) AS c(object_id, streak)
-                CROSS JOIN LATERAL (
-                    SELECT session_id, ts, id FROM {table}
-                    WHERE object_id = c.object_id
-                    ORDER BY ts DESC, id DESC
-                    LIMIT c.streak
-                ) i
-                ORDER BY c.object_id, i.ts DESC, i.id DESC
-                """,
-                [ids, [streaks[i] for i in ids]],
-            )
-            for object_id, session_id in cursor.fetchall():
-                out[object_id].append(session_id)
+        found = fetch.rows(  # binary arrays: see rms.locks.lock_select
+            f"""
+            SELECT c.object_id, i.session_id::text
+            FROM unnest(%b::uuid[], %b::int[]) AS c(object_id, streak)
+            CROSS JOIN LATERAL (
+                SELECT session_id, ts, id FROM {table}
+                WHERE object_id = c.object_id
+                ORDER BY ts DESC, id DESC
+                LIMIT c.streak
+            ) i
+            ORDER BY c.object_id, i.ts DESC, i.id DESC
+            """,
+            [ids, [streaks[i] for i in ids]],
+        )
+        for object_id, session_id in found:
+            out[object_id].append(session_id)
         return out
     rows = (
         InjectionEvent.objects.filter(object_id__in=list(streaks))
