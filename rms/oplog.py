@@ -103,20 +103,20 @@ def append(
         pk_json = target.__dict__["_pk_json"] = _dumps(str(target.pk))
     payload_json = canonical_json(payload)
     state_json = "null" if state is None else canonical_json(state)
-    row_json = _ROW_TEMPLATE.format(
-        actor_id=_dumps(actor_id),
-        actor_type=_dumps(actor_type),
-        id=f'"{op_id}"',
-        namespace=_dumps(namespace),
-        op_type=_dumps(op_type),
-        payload=payload_json,
-        policy_version=_dumps(policy_version),
-        prev_hash=_dumps(prev_hash),
-        session_id=_dumps(session_id),
-        state=state_json,
-        target_id=pk_json,
-        target_type=_dumps(target_type),
-        ts=_dumps(iso(ts)),
+    row_json = _row_json(
+        actor_id,
+        actor_type,
+        op_id,
+        namespace,
+        op_type,
+        payload_json,
+        policy_version,
+        prev_hash,
+        session_id,
+        state_json,
+        pk_json,
+        target_type,
+        iso(ts),
     )
     op = new_row(
         Operation,
@@ -182,14 +182,34 @@ def _dumps(value: str | None) -> str:
     return "null" if value is None else encode_basestring_ascii(value)
 
 
-# canonical_json(row_for_hash(op)) spelled out in sorted-key order, so the row is hashed without
-# re-encoding payload and state; test_oplog checks the two agree.
-_ROW_TEMPLATE = (
-    '{{"actor_id":{actor_id},"actor_type":{actor_type},"id":{id},"namespace":{namespace},'
-    '"op_type":{op_type},"payload":{payload},"policy_version":{policy_version},'
-    '"prev_hash":{prev_hash},"session_id":{session_id},"state":{state},'
-    '"target_id":{target_id},"target_type":{target_type},"ts":{ts}}}'
-)
+def _row_json(
+    actor_id: str,
+    actor_type: str,
+    op_id: str,
+    namespace: str,
+    op_type: str,
+    payload_json: str,
+    policy_version: str,
+    prev_hash: str,
+    session_id: str | None,
+    state_json: str,
+    target_id_json: str,
+    target_type: str,
+    ts_iso: str,
+) -> str:
+    """canonical_json(row_for_hash(op)), spelled out in sorted-key order, so the row is hashed
+    without re-encoding payload and state; ``test_oplog`` checks the two agree. An f-string with
+    the C string encoder inline: 0.45 µs against 2.3 for ``str.format`` with ``_dumps`` calls
+    (one row per operation). The id and the time are ASCII without quotes or backslashes."""
+    esc = encode_basestring_ascii
+    return (
+        f'{{"actor_id":{esc(actor_id)},"actor_type":{esc(actor_type)},"id":"{op_id}",'
+        f'"namespace":{esc(namespace)},"op_type":{esc(op_type)},"payload":{payload_json},'
+        f'"policy_version":{esc(policy_version)},"prev_hash":{esc(prev_hash)},'
+        f'"session_id":{"null" if session_id is None else esc(session_id)},'
+        f'"state":{state_json},"target_id":{target_id_json},"target_type":{esc(target_type)},'
+        f'"ts":"{ts_iso}"}}'
+    )
 
 
 def _object_op(
@@ -207,10 +227,13 @@ def _object_op(
     state also store the full state after it (SPEC §6), the others (injections, feedback events,
     sweep checks) record facts only, which keeps the hot ingestion path lean."""
     obj.version += 1
+    namespace = obj.__dict__.get("_namespace_name")
+    if namespace is None:  # the related-object descriptor costs ~0.6 µs a call
+        namespace = obj.__dict__["_namespace_name"] = obj.namespace.name
     return append(
         obj,
         target_type=TARGET_OBJECT,
-        namespace=obj.namespace.name,
+        namespace=namespace,
         op_type=op_type,
         ts=ts,
         payload=payload,

@@ -295,3 +295,50 @@ def test_canonical_json_refuses_what_json_dumps_refuses():
             canonical_json(bad)
     with pytest.raises(TypeError):
         canonical_json({"a": object()})
+
+
+@given(
+    strings=st.lists(st.text(), min_size=7, max_size=7),
+    session_id=st.none() | st.text(),
+    payload=_json_values,
+    state=st.none() | st.dictionaries(st.text(), _json_scalars, max_size=4),
+)
+def test_row_json_is_canonical_json_of_the_hashed_row(strings, session_id, payload, state):
+    """The hand-spelled row (any text in the string fields) is canonical_json of the row."""
+    import uuid
+
+    from rms.oplog import _row_json, new_id
+
+    actor_id, actor_type, namespace, op_type, policy_version, prev_hash, target_type = strings
+    op_id, target_id, ts = new_id(), str(uuid.uuid4()), "2026-11-30T15:00:00.123456+00:00"
+    row = {
+        "id": op_id,
+        "ts": ts,
+        "op_type": op_type,
+        "target_type": target_type,
+        "target_id": target_id,
+        "namespace": namespace,
+        "actor_id": actor_id,
+        "actor_type": actor_type,
+        "session_id": session_id,
+        "payload": payload,
+        "policy_version": policy_version,
+        "state": state,
+        "prev_hash": prev_hash,
+    }
+    spelled = _row_json(
+        actor_id,
+        actor_type,
+        op_id,
+        namespace,
+        op_type,
+        canonical_json(payload),
+        policy_version,
+        prev_hash,
+        session_id,
+        canonical_json(state),
+        canonical_json(target_id),
+        target_type,
+        ts,
+    )
+    assert spelled == canonical_json(row)
