@@ -29,7 +29,12 @@ from feedback.models import (
     SessionNamespace,
     SignalRecord,
 )
-from feedback.services import AggregateStore, aggregate_select, signal_record_row
+from feedback.services import (
+    AggregateStore,
+    aggregate_query,
+    aggregates_of_rows,
+    signal_record_row,
+)
 from rms import bulk, fetch, gcpause, oplog, policy
 from rms import services as core
 from rms.api.errors import error_body
@@ -204,7 +209,6 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
         ),
         fetch.Select(Namespace, "n", "n.name = ANY(%b)", [list(names)]),
         lock_select(object_ids),
-        aggregate_select(list(object_ids)),
         fetch.Select(
             SessionTally,
             "t",
@@ -213,6 +217,7 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
         ),
     ]
     queries = [select.query for select in selects]
+    queries.insert(3, aggregate_query(list(object_ids)))
     need_names = not client.sees_all_namespaces and getattr(client, "_ns_names", None) is None
     if need_names:
         queries.append(
@@ -223,13 +228,14 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
             )
         )
     results = fetch.pipelined(queries)
-    sessions, ns_rows, locked, aggs, tally_rows = (
-        select.build(found) for select, found in zip(selects, results, strict=False)
+    sessions, ns_rows, locked, tally_rows = (
+        select.build(found)
+        for select, found in zip(selects, [*results[:3], results[4]], strict=True)
     )
     stored = {s.request_id: s for s in sessions}
     namespaces = {ns.name: ns for ns in ns_rows}
     objects = attach_namespaces(locked, namespaces.values())
-    store = AggregateStore(list(objects.values()), {a.object_id: a for a in aggs})
+    store = AggregateStore(list(objects.values()), aggregates_of_rows(results[3]))
     tallies = core.TallyStore.of_rows(tally_rows)
     if need_names:
         client._ns_names = {row[0] for row in results[5]}

@@ -6,13 +6,13 @@ objects, their session tallies and aggregates, and store the idempotency record,
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 from django.db import IntegrityError, connection, transaction
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
-from feedback.selectors import aggregate_from_row
 from rms import bulk, fetch, policy
 from rms import services as core
 from rms.errors import DomainError
@@ -46,54 +46,79 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
     )
 
 
-def aggregate_select(object_ids: list) -> fetch.Select:
-    """PostgreSQL: the aggregate rows of these objects (plain SQL, see rms.fetch)."""
-    return fetch.Select(FeedbackAggregate, "a", "a.object_id = ANY(%b::uuid[])", [list(object_ids)])
+#: What an aggregate row is read as: the object id, then ``Aggregate``'s fields in order.
+_AGGREGATE_COLUMNS = ("object_id", *aggregates.FIELDS)
+_aggregate_values = operator.attrgetter(*aggregates.FIELDS)
 
 
-def _aggregate_rows(object_ids: list) -> dict:
-    """{object id: FeedbackAggregate row} of these objects."""
+def aggregate_query(object_ids: list) -> tuple[str, list]:
+    """PostgreSQL: the aggregate rows of these objects as ``_AGGREGATE_COLUMNS`` (plain SQL for
+    ``rms.fetch``); :func:`aggregates_of_rows` reads the result."""
+    meta = FeedbackAggregate._meta
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(meta.get_field(name).column) for name in _AGGREGATE_COLUMNS)
+    return (
+        f"SELECT {columns} FROM {quote(meta.db_table)} WHERE object_id = ANY(%b::uuid[])",
+        [list(object_ids)],
+    )
+
+
+def aggregates_of_rows(rows) -> dict:
+    """{object id: Aggregate} of rows read as ``_AGGREGATE_COLUMNS``: straight into the pure
+    accumulator, without a model instance in between (a batch loads thousands)."""
+    return {row[0]: aggregates.Aggregate(*row[1:]) for row in rows}
+
+
+def _load_aggregates(object_ids: list) -> dict:
     if connection.vendor == "postgresql":
-        found = aggregate_select(object_ids).run()
-    else:
-        found = FeedbackAggregate.objects.filter(object_id__in=object_ids)
-    return {row.object_id: row for row in found}
+        return aggregates_of_rows(fetch.rows(*aggregate_query(object_ids)))
+    return aggregates_of_rows(
+        FeedbackAggregate.objects.filter(object_id__in=object_ids).values_list(
+            *_AGGREGATE_COLUMNS
+        )
+    )
 
 
 class AggregateStore:
     """Aggregates of locked objects, loaded in one query and written back in two."""
 
-    def __init__(self, objects: list, rows: dict | None = None) -> None:
-        """``rows``: the objects' aggregate rows by object id, when the caller already read them
-        (after taking the locks); otherwise one query reads them."""
+    def __init__(self, objects: list, stored: dict | None = None) -> None:
+        """``stored``: {object id: Aggregate} of the objects that have an aggregate row, when
+        the caller already read them (after taking the locks, :func:`aggregates_of_rows`);
+        otherwise one query reads them."""
         self._objects = {obj.pk: obj for obj in objects}
-        if rows is None:
-            rows = _aggregate_rows([obj.pk for obj in objects])
-        self._rows = rows
-        self._values: dict = {}
+        if stored is None:
+            stored = _load_aggregates([obj.pk for obj in objects])
+        self._stored = stored
+        self._values: dict = {}  # the ones handed out: written back by flush()
 
     def get(self, object_id) -> aggregates.Aggregate:
         agg = self._values.get(object_id)
         if agg is None:
-            agg = aggregate_from_row(self._rows.get(object_id))
+            agg = self._stored.get(object_id)
+            if agg is None:
+                agg = aggregates.Aggregate()
             self._values[object_id] = agg
         return agg
 
     def flush(self) -> None:
         new, old = [], []
         for object_id, agg in self._values.items():
-            row = self._rows.get(object_id)
-            if row is None:
-                obj = self._objects[object_id]
-                row = FeedbackAggregate(object_id=object_id, namespace_id=obj.namespace_id)
-                new.append(row)
-            else:
-                old.append(row)
-            for field in aggregates.FIELDS:
-                setattr(row, field, getattr(agg, field))
-            row.usage_ratio = agg.usage_ratio
+            values = _aggregate_values(agg)
+            if object_id in self._stored:
+                old.append((object_id, *values, agg.usage_ratio))
+                continue
+            new.append(
+                new_row(
+                    FeedbackAggregate,
+                    object_id=object_id,
+                    namespace_id=self._objects[object_id].namespace_id,
+                    usage_ratio=agg.usage_ratio,
+                    **dict(zip(aggregates.FIELDS, values, strict=True)),
+                )
+            )
         bulk.insert(FeedbackAggregate, new)
-        bulk.update(FeedbackAggregate, old, [*aggregates.FIELDS, "usage_ratio"])
+        bulk.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
 
 
 def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:

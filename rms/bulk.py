@@ -312,11 +312,53 @@ def update(model, objs: list, field_names: list[str]) -> None:
     if not objs:
         return
     meta = model._meta
-    pk = meta.pk
     fields = [meta.get_field(name) for name in field_names]
+    _update(model, fields, _prepared(objs, [meta.pk, *fields]))
+
+
+def update_values(model, field_names: list[str], rows: list) -> None:
+    """UPDATE ``field_names`` from rows of plain values, ``(pk, value, ...)`` in that order: for
+    state kept outside model instances (``feedback.services.AggregateStore``)."""
+    if not rows:
+        return
+    meta = model._meta
+    fields = [meta.get_field(name) for name in field_names]
+    prepare = _value_preparer([meta.pk, *fields])
+    _update(model, fields, [prepare(row) for row in rows])
+
+
+def _value_preparer(fields):
+    """A function turning a row of plain values into driver values, as ``_row_maker`` does for
+    an object's attributes (JSON as text, aware datetimes as their UTC ISO text on PostgreSQL;
+    Django's own preparation on SQLite)."""
+    if connection.vendor != "postgresql":
+        preparers = _preparers(fields)
+        return lambda row: [prepare(v) for prepare, v in zip(preparers, row, strict=True)]
+    converters = [
+        (i, _json if isinstance(f, models.JSONField) else _time_text)
+        for i, f in enumerate(fields)
+        if isinstance(f, models.JSONField | models.DateTimeField)
+    ]
+
+    def postgres(row) -> list:
+        row = list(row)
+        for i, convert in converters:
+            row[i] = convert(row[i])
+        return row
+
+    return postgres
+
+
+def _time_text(value):
+    return iso(value) if value is not None and value.tzinfo is not None else value
+
+
+def _update(model, fields, rows: list[list]) -> None:
+    """UPDATE ``fields`` from prepared rows (primary key first)."""
+    meta = model._meta
+    pk = meta.pk
     table = _q(meta.db_table)
-    if connection.vendor == "postgresql" and len(objs) <= SMALL:
-        rows = _prepared(objs, [pk, *fields])
+    if connection.vendor == "postgresql" and len(rows) <= SMALL:
         _execute_small(_small_update_sql(model, pk, fields), _columns_text(rows))
         return
     with connection.cursor() as cursor:
@@ -331,7 +373,7 @@ def update(model, objs: list, field_names: list[str]) -> None:
                 connection.wrap_database_errors,
                 cursor.cursor.copy(f"COPY {temp} ({columns}) FROM STDIN") as copy,
             ):
-                for row in _prepared(objs, all_fields):
+                for row in rows:
                     copy.write_row(row)
             assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
             cursor.execute(
@@ -341,5 +383,5 @@ def update(model, objs: list, field_names: list[str]) -> None:
             cursor.execute(f"DROP TABLE {temp}")
         else:
             assignments = ", ".join(f"{_q(f.column)} = %s" for f in fields)
-            rows = [row[1:] + row[:1] for row in _prepared(objs, [pk, *fields])]
+            rows = [row[1:] + row[:1] for row in rows]
             cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {_q(pk.column)} = %s", rows)
