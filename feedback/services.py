@@ -73,9 +73,7 @@ def _load_aggregates(object_ids: list) -> dict:
     if connection.vendor == "postgresql":
         return aggregates_of_rows(fetch.rows(*aggregate_query(object_ids)))
     return aggregates_of_rows(
-        FeedbackAggregate.objects.filter(object_id__in=object_ids).values_list(
-            *_AGGREGATE_COLUMNS
-        )
+        FeedbackAggregate.objects.filter(object_id__in=object_ids).values_list(*_AGGREGATE_COLUMNS)
     )
 
 

@@ -186,14 +186,18 @@ class SessionTally:
 @dataclass(frozen=True)
 class Outcome:
     effect: str
-    state: ObjectState
-    tally: SessionTally
+    #: None only from :func:`neutral_outcome`, which reads neither.
+    state: ObjectState | None
+    tally: SessionTally | None
     payload: dict
     reason: str | None = None
 
     @property
     def op_type(self) -> str | None:
-        return {EFFECT_REINFORCED: "REINFORCE", EFFECT_PENALIZED: "PENALTY"}.get(self.effect)
+        return _OP_TYPES.get(self.effect)
+
+
+_OP_TYPES = {EFFECT_REINFORCED: "REINFORCE", EFFECT_PENALIZED: "PENALTY"}
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -396,6 +400,12 @@ def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Out
         return replace(outcome, tally=tally)
     # SPEC §5: UNUSED changes nothing but is recorded.
     return Outcome(EFFECT_UNUSED, state, tally, {"signal_type": signal.signal_type})
+
+
+def neutral_outcome(signal: Signal) -> Outcome:
+    """A NEUTRAL signal's outcome without the object's state or tally: UNUSED changes nothing
+    (SPEC §5), so a caller need not read them (three signals in four of a feedback session)."""
+    return Outcome(EFFECT_UNUSED, None, None, {"signal_type": signal.signal_type})
 
 
 # --- SPEC §1: pin, unpin, transitions, conditions -------------------------------------------------

@@ -427,8 +427,11 @@ def signal_ops(
 
     The operations are returned unsaved; the object and the tally are updated in memory.
     """
-    tally = tallies.get(obj.pk, signal.session_id)
-    outcome = policy.apply_signal(obj.to_state(), signal, tally)
+    if policy.SIGNALS[signal.signal_type].kind == policy.NEUTRAL:
+        tally, outcome = None, policy.neutral_outcome(signal)
+    else:
+        tally = tallies.get(obj.pk, signal.session_id)
+        outcome = policy.apply_signal(obj.to_state(), signal, tally)
     reliability, discount = policy.DETECTION_METHODS[signal.detection_method]
     base, effective = weights_of(outcome, signal)
     payload = {

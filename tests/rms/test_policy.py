@@ -253,6 +253,17 @@ class TestPenalty:
         out = policy.apply_signal(s, sig("UNUSED"), SessionTally())
         assert out.effect == "unused" and out.state == s and out.op_type is None
 
+    def test_neutral_outcome_is_what_apply_signal_decides_for_unused(self):
+        full = policy.apply_signal(state(), sig("UNUSED"), SessionTally())
+        quick = policy.neutral_outcome(sig("UNUSED"))
+        assert (quick.effect, quick.payload, quick.reason, quick.op_type) == (
+            full.effect,
+            full.payload,
+            full.reason,
+            full.op_type,
+        )
+        assert (quick.state, quick.tally) == (None, None)
+
 
 class TestAdminChanges:
     def test_pin_limits(self):
