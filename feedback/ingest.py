@@ -55,6 +55,8 @@ MAX_BATCH = 500
 AUTO_UNUSED_METHOD = "injection_tracking"  # the service's own deterministic injection tracking
 DETECTED_METHOD = "response_analysis"  # LOW reliability, 0.5 discount (SPEC §2)
 RACE_RETRIES = 3
+#: While pipelining, the event rows are sent every this many sessions (~1,200 operations).
+SEND_EVERY = 50
 
 
 @dataclass
@@ -87,7 +89,9 @@ def conflict(request_id: str) -> tuple[int, dict]:
 
 @dataclass
 class Writes:
-    """Rows built in memory during a call and inserted at its end."""
+    """Rows built in memory during a call: the event rows are inserted by :meth:`send` (every
+    ``SEND_EVERY`` sessions when pipelining, and at the end), the objects, tallies and
+    aggregates they change are written once at the end (``_flush``)."""
 
     sessions: list[FeedbackSession] = field(default_factory=list)
     scopes: list[SessionNamespace] = field(default_factory=list)
@@ -97,6 +101,22 @@ class Writes:
     touched: dict = field(default_factory=dict)
     #: Injected objects whose unused streak grew in this call (the sweep trigger, SPEC §9).
     streak_grew: set = field(default_factory=set)
+    #: Sessions applied so far in this call.
+    built: int = 0
+
+    def send(self) -> None:
+        """Insert the event rows of the sessions applied so far (each complete: an injection's
+        ``ended_unused`` is set when its session ends). Operations go in list order, so ``seq``
+        follows each chain's order."""
+        for model, rows in (
+            (Operation, self.ops),
+            (InjectionEvent, self.injections),
+            (SignalRecord, self.signals),
+            (FeedbackSession, self.sessions),
+            (SessionNamespace, self.scopes),
+        ):
+            bulk.insert(model, rows)
+            rows.clear()
 
 
 OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
@@ -164,9 +184,9 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                 todo.append(item)
 
         writes = Writes()
-        # A batch streams its operations to PostgreSQL while the next sessions are built; a
-        # single session's few rows go with its other writes in one pipeline (_flush).
-        with bulk.streamed(Operation, enabled=len(todo) > 1) as writes.ops:
+        # PostgreSQL: every write is sent as it is issued and the server inserts one chunk of
+        # sessions while the next is built (rms.bulk.pipelined); errors surface at the end.
+        with bulk.pipelined():
             for item in todo:
                 try:
                     ts = _check(client, item.data, objects, namespaces)
@@ -177,6 +197,10 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                     201,
                     _apply(client, item, ts, objects, namespaces, tallies, store, writes),
                 )
+                writes.built += 1
+                if writes.built % SEND_EVERY == 0 and bulk.pipelining():
+                    writes.send()
+            _flush(writes, tallies, store)
 
         for item in pending:
             if item.duplicate_of is not None:
@@ -189,7 +213,6 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                 else:
                     item.result = original.result
 
-        _flush(writes, tallies, store)
         _schedule_sweep(writes.streak_grew, objects, store)
 
 
@@ -542,20 +565,12 @@ def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
 
 
 def _flush(writes: Writes, tallies: core.TallyStore, store: AggregateStore) -> None:
-    if not writes.sessions:
+    if not writes.built:
         return
-    # One pipeline for the small writes (a single session: one round trip for every table).
-    with bulk.batched():
-        bulk.insert(FeedbackSession, writes.sessions)
-        bulk.insert(SessionNamespace, writes.scopes)
-        if not getattr(writes.ops, "written", False):
-            # Operation rows go in list order, so seq follows each chain's order.
-            bulk.insert(Operation, writes.ops)
-        bulk.insert(InjectionEvent, writes.injections)
-        bulk.insert(SignalRecord, writes.signals)
-        bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)
-        tallies.flush()
-        store.flush()
+    writes.send()
+    bulk.update(MemoryObject, list(writes.touched.values()), OBJECT_FIELDS)
+    tallies.flush()
+    store.flush()
 
 
 def record_one(*, client: ApiClient, data: dict, body_hash: str) -> tuple[int, dict]:

@@ -3,21 +3,24 @@
 On PostgreSQL:
 
 - up to ``SMALL`` rows, an insert is one ``INSERT … SELECT FROM unnest(…)`` and an update one
-  ``UPDATE … FROM unnest(…)``, each with one array parameter per column: constant SQL text (parsed
-  once by the driver, whatever the number of rows) and one round trip;
+  ``UPDATE … FROM unnest(…)``, each with one array parameter per column, sent in binary:
+  constant SQL text (parsed once by the driver, whatever the number of rows) and one round trip;
 - above that, inserts stream through ``COPY`` and updates go through a temporary table filled by
   ``COPY`` and one ``UPDATE … FROM``: about one round trip per call instead of Django's per-row
   SQL compilation (its ``bulk_update`` builds a CASE expression per field and row);
 - inside :func:`batched`, small statements are queued and sent together through libpq's pipeline
   mode when the block ends (or before a large write, to keep the order): a single-session write
-  then costs one round trip for all its tables instead of one or more per table.
+  then costs one round trip for all its tables instead of one or more per table;
+- inside :func:`pipelined`, every write, whatever its size, is an array statement sent at once
+  without waiting for it: PostgreSQL inserts one batch of rows while Python builds the next
+  (feedback ingestion), instead of Python waiting at the end of each COPY.
 
 On SQLite, ``executemany`` of plain statements is already fast. Rows keep their list order, so an
 auto-increment column (``Operation.seq``) numbers them in that order.
 
 Values are prepared with each field's own ``get_db_prep_save``, exactly as Django would, on
-SQLite; on PostgreSQL psycopg adapts them (COPY) or they travel as text (the small path), which
-is what COPY's text format sends too.
+SQLite; on PostgreSQL psycopg adapts them (COPY, arrays), JSON and aware times going as the text
+PostgreSQL reads.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import itertools
 import json
 import operator
 import threading
-from datetime import datetime
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -122,30 +124,24 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _text(value) -> str | None:
-    """A value as PostgreSQL's text input reads it (what COPY's text format sends)."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, float):
-        return repr(value)  # the shortest text that reads back as the same double
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
+def _columns(fields, rows: list[list]) -> list[list]:
+    """Rows of driver values → one list per column: the array parameters, which psycopg sends
+    in binary (its C dumpers, no per-value Python). An array holds one type, so a float column
+    holding an int (a client's ``1`` for a score) is made all floats."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    for i, field in enumerate(fields):
+        if isinstance(field, models.FloatField) and set(map(type, columns[i])) - _FLOAT_TYPES:
+            columns[i] = [None if v is None else float(v) for v in columns[i]]
+    return columns
 
 
-def _columns_text(rows: list[list]) -> list[list]:
-    """Rows of values → one list of texts per column (the array parameters)."""
-    return [[_text(v) for v in column] for column in zip(*rows, strict=True)]
-
-
+_FLOAT_TYPES = frozenset({float, type(None)})
 _sql_cache: dict = {}
 
 
 def _array_types(fields) -> str:
-    # %b: psycopg sends the text arrays in binary format, without escaping every element.
-    return ", ".join(f"%b::text[]::{f.db_type(connection)}[]" for f in fields)
+    # A list of str (ids, ISO times, JSON texts) arrives as text[] and is cast like COPY's text.
+    return ", ".join(f"%b::{f.db_type(connection)}[]" for f in fields)
 
 
 def _small_insert_sql(model, fields) -> str:
@@ -176,11 +172,20 @@ def _small_update_sql(model, pk, fields) -> str:
 
 
 def _execute_small(sql: str, params: list) -> None:
+    pipe = getattr(_state, "pipe", None)
+    if pipe is not None:
+        pipe.execute(sql, params)  # sent now; its result is read when the pipeline ends
+        return
     queue = getattr(_state, "queue", None)
     if queue is not None:
         queue.append((sql, params))
     else:
         _send([(sql, params)])
+
+
+def _arrays(rows: int) -> bool:
+    """Whether a write of this many rows is one statement over arrays (else COPY)."""
+    return rows <= SMALL or getattr(_state, "pipe", None) is not None
 
 
 def _send(statements: list) -> None:
@@ -200,6 +205,34 @@ def _send(statements: list) -> None:
         with raw.pipeline():
             for sql, params in statements:
                 cursor.execute(sql, params)
+
+
+@contextlib.contextmanager
+def pipelined():
+    """Send every write of the block to PostgreSQL as it is issued, without waiting for it
+    (libpq's pipeline mode): the server executes one statement while Python builds the next,
+    and the results are read once, when the block ends. Inside, an insert or update of any size
+    is one statement over arrays, since a COPY cannot be pipelined. Errors (a unique key...)
+    surface when the block ends. A read inside the block waits for everything sent before it.
+    Nested blocks join the outer one. No-op on SQLite.
+    """
+    if connection.vendor != "postgresql" or getattr(_state, "pipe", None) is not None:
+        yield
+        return
+    _flush_queue()
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor, raw.pipeline():
+        _state.pipe = cursor
+        try:
+            yield
+        finally:
+            _state.pipe = None
+
+
+def pipelining() -> bool:
+    """Whether writes are being sent through :func:`pipelined` (so sending early pays)."""
+    return getattr(_state, "pipe", None) is not None
 
 
 @contextlib.contextmanager
@@ -229,65 +262,14 @@ def _flush_queue() -> None:
         _send(statements)
 
 
-class StreamedRows(list):
-    """What :func:`streamed` yields: a list of rows, ``written`` once they are in the database
-    (or on their way through an open COPY), so the caller knows whether to insert them."""
-
-    written = False
-
-
-class _Sink(StreamedRows):
-    written = True
-
-    def __init__(self, write) -> None:
-        super().__init__()
-        self._write = write
-
-    def append(self, obj) -> None:
-        super().append(obj)
-        self._write(obj)
-
-
-@contextlib.contextmanager
-def streamed(model, *, enabled: bool = True):
-    """Yield a list; on PostgreSQL every object appended to it is sent at once through an open
-    ``COPY``, so the server inserts while the caller builds the next rows (the two run on
-    different cores), instead of everything waiting for one COPY at the end.
-
-    No other statement may run on the connection inside the block (a COPY is in progress). On
-    SQLite the rows are inserted when the block ends. With ``enabled`` false nothing is written:
-    the caller inserts the rows (``written`` stays false), e.g. within a :func:`batched` block.
-    Errors (a unique key...) surface when the block ends; nothing is sent if the block raises
-    (its transaction is being rolled back anyway).
-    """
-    if not enabled or connection.vendor != "postgresql":
-        rows = StreamedRows()
-        yield rows
-        if enabled:
-            insert(model, rows)
-            rows.written = True
-        return
-    _flush_queue()
-    fields = _insert_fields(model)
-    table = _q(model._meta.db_table)
-    columns = ", ".join(_q(f.column) for f in fields)
-    with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
-        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
-    ):
-        make = _row_maker(fields)
-        yield _Sink(lambda obj: copy.write_row(make(obj)))
-
-
 def insert(model, objs: list) -> None:
     """INSERT every object (without reading back generated keys)."""
     if not objs:
         return
     fields = _insert_fields(model)
     rows = _prepared(objs, fields)
-    if connection.vendor == "postgresql" and len(rows) <= SMALL:
-        _execute_small(_small_insert_sql(model, fields), _columns_text(rows))
+    if connection.vendor == "postgresql" and _arrays(len(rows)):
+        _execute_small(_small_insert_sql(model, fields), _columns(fields, rows))
         return
     table = _q(model._meta.db_table)
     columns = ", ".join(_q(f.column) for f in fields)
@@ -358,8 +340,8 @@ def _update(model, fields, rows: list[list]) -> None:
     meta = model._meta
     pk = meta.pk
     table = _q(meta.db_table)
-    if connection.vendor == "postgresql" and len(rows) <= SMALL:
-        _execute_small(_small_update_sql(model, pk, fields), _columns_text(rows))
+    if connection.vendor == "postgresql" and _arrays(len(rows)):
+        _execute_small(_small_update_sql(model, pk, fields), _columns([pk, *fields], rows))
         return
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

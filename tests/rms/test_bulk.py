@@ -142,29 +142,29 @@ def test_uuid_and_json_columns_round_trip_through_the_small_path():
 
 
 @pytest.mark.django_db
-def test_streamed_rows_are_written_in_order_and_marked_written():
-    objs = objects(5)
-    rows = aggregate_rows(objs, 3)
-    with transaction.atomic():
-        with bulk.streamed(FeedbackAggregate) as sink:
-            for row in rows:
-                sink.append(row)
-        assert sink.written
-        assert stored(objs) == expected(rows)
-    with bulk.streamed(FeedbackAggregate, enabled=False) as plain:
-        plain.append(rows[0])
-    assert not plain.written  # the caller inserts them
+@pytest.mark.parametrize("n", [1, bulk.SMALL + 1, 300])
+def test_pipelined_writes_of_any_size_read_back_exactly(n):
+    """Inside pipelined() every write is an array statement sent at once; a read in the block
+    waits for them; a float column holding an int is sent as floats."""
+    objs = objects(n)
+    first = aggregate_rows(objs, 0)
+    first[0].lifetime_gamma_applied = 1  # an int among floats: one array holds one type
+    with transaction.atomic(), bulk.pipelined():
+        assert bulk.pipelining() == (connection.vendor == "postgresql")
+        bulk.insert(FeedbackAggregate, first)
+        assert stored(objs) == expected(first)
+        second = aggregate_rows(objs, 7)
+        bulk.update(FeedbackAggregate, second, FIELDS)
+    assert not bulk.pipelining()
+    assert stored(objs) == expected(second)
+    assert isinstance(FeedbackAggregate.objects.get(object=objs[0]).lifetime_gamma_applied, float)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_duplicate_in_a_stream_fails_the_block_and_leaves_nothing():
-    objs = objects(2)
+def test_a_duplicate_in_a_pipeline_fails_the_block_and_leaves_nothing():
+    objs = objects(bulk.SMALL + 2)
     rows = aggregate_rows(objs, 0)
-    with (
-        pytest.raises(IntegrityError),
-        transaction.atomic(),
-        bulk.streamed(FeedbackAggregate) as sink,
-    ):
-        for row in [*rows, rows[0]]:
-            sink.append(row)
+    with pytest.raises(IntegrityError), transaction.atomic(), bulk.pipelined():
+        bulk.insert(FeedbackAggregate, rows)
+        bulk.insert(FeedbackAggregate, rows[:1])  # the first row again: duplicate key
     assert not FeedbackAggregate.objects.exists()
