@@ -421,6 +421,59 @@ def test_rebuild_from_log_equals_live_after_1000_random_sessions(admin_api):
 
 
 @pytest.mark.django_db
+def test_a_batch_ends_as_its_sessions_posted_one_by_one(client_api, monkeypatch):
+    """A batch sends its event rows every SEND_EVERY sessions (pipelined on PostgreSQL) and
+    writes objects, tallies and aggregates once at its end; the end state must be the one the
+    same sessions give through the single endpoint, object by object."""
+    from rms.models import MemoryObject, SessionTally
+
+    monkeypatch.setattr(ingest, "SEND_EVERY", 7)
+    batched, single = make_objects(client_api, 12), make_objects(client_api, 12)
+    rng = random.Random(5)
+    plans = []
+    for k in range(40):
+        picks = rng.sample(range(12), 3)
+        kinds = [rng.choice(["CONFIRMED", "REFERENCED", "CORRECTED", None]) for _ in picks]
+        plans.append((k, picks, kinds, rng.choice(["SUCCESS", "FAILED", None])))
+
+    def bodies(ids, tag):
+        return [
+            session(
+                f"{tag}{k}",
+                [(ids[i], 10 + i) for i in picks],
+                [(ids[i], kind) for i, kind in zip(picks, kinds, strict=True) if kind],
+                outcome=outcome,
+                hours=1 + k,
+                session_id=f"conv-{k % 4}",  # conversations span sessions: tallies carry over
+            )
+            for k, picks, kinds, outcome in plans
+        ]
+
+    r = client_api.post("/api/v1/feedback-sessions/batch", bodies(batched, "b"), format="json")
+    assert {x["status"] for x in r.json()["results"]} == {201}
+    for body in bodies(single, "s"):
+        assert post(client_api, body).status_code == 201
+
+    fields = ["confidence", "salience_base", "reinforcement_count", "version", "last_op_ts"]
+    for left, right in zip(batched, single, strict=True):
+        one, two = (MemoryObject.objects.get(pk=pk) for pk in (left, right))
+        assert [getattr(one, f) for f in fields] == [getattr(two, f) for f in fields]
+        agg_one, agg_two = (FeedbackAggregate.objects.get(object_id=pk) for pk in (left, right))
+        assert [getattr(agg_one, f) for f in aggregates.FIELDS] == [
+            getattr(agg_two, f) for f in aggregates.FIELDS
+        ]
+        tallies = [
+            sorted(
+                SessionTally.objects.filter(object_id=pk).values_list(
+                    "session_id", "gamma_total", "repeats"
+                )
+            )
+            for pk in (left, right)
+        ]
+        assert tallies[0] == tallies[1]
+
+
+@pytest.mark.django_db
 def test_rebuild_repairs_a_damaged_aggregate(client_api):
     (a,) = make_objects(client_api, 1)
     post(client_api, session("d1", [(a, 10)], [(a, "CONFIRMED")], outcome="SUCCESS"))
