@@ -386,7 +386,12 @@ def _apply(
         }
         writes.ops.append(
             oplog.injection_event(
-                obj, ts=ts, payload=payload, actor_id=system.id, actor_type=system.type
+                obj,
+                ts=ts,
+                payload=payload,
+                actor_id=system.id,
+                actor_type=system.type,
+                payload_json=injection_payload_json(payload),
             )
         )
         aggregates.on_injection(store.get(obj.pk), inj["token_cost"])
@@ -412,9 +417,15 @@ def _apply(
     out_signals: list[dict] = []
 
     def apply(
-        obj: MemoryObject, signal: policy.Signal, automatic: bool, more: dict | None = None
+        obj: MemoryObject,
+        signal: policy.Signal,
+        automatic: bool,
+        more: dict | None = None,
+        payload_json: str | None = None,
     ) -> core.SignalResult:
-        result = core.signal_ops(obj, signal, tallies, extra={**extra, **(more or {})})
+        result = core.signal_ops(
+            obj, signal, tallies, extra={**extra, **(more or {})}, payload_json=payload_json
+        )
         writes.ops.append(result.feedback_op)
         if result.change_op is not None:
             writes.ops.append(result.change_op)
@@ -455,6 +466,7 @@ def _apply(
             [detection.DetectionInput(str(pk), objects[pk].content) for pk in silent],
         )
         detected = {d.object_id: d for d in found}
+    unused_json = None  # every plain automatic UNUSED of the session has the same payload
     for pk in silent:
         found_one = detected.get(str(pk))
         more = None
@@ -473,7 +485,16 @@ def _apply(
             session_id=session_id,
             ts=ts,
         )
-        result = apply(objects[pk], signal, automatic=True, more=more)
+        plain = found_one is None
+        result = apply(
+            objects[pk],
+            signal,
+            automatic=True,
+            more=more,
+            payload_json=unused_json if plain else None,
+        )
+        if plain:
+            unused_json = result.feedback_op._json_payload
         if referenced:
             out_signals.append(
                 {**signal_out(objects[pk], result), "detected": True, "score": found_one.score}
@@ -539,6 +560,21 @@ def _apply(
             )
         )
     return record
+
+
+def injection_payload_json(payload: dict) -> str:
+    """``canonical_json`` of an INJECTION_EVENT payload, spelled out in sorted-key order (half
+    the encoder's cost; five thousand a batch). ``test_ingest`` checks the two agree."""
+    j = oplog.json_scalar
+    return (
+        f'{{"composite_score":{j(payload["composite_score"])},'
+        f'"feedback_session_id":{j(payload["feedback_session_id"])},'
+        f'"injection_ts":{j(payload["injection_ts"])},"object_id":{j(payload["object_id"])},'
+        f'"rank_position":{j(payload["rank_position"])},'
+        f'"representation_type":{j(payload["representation_type"])},'
+        f'"request_id":{j(payload["request_id"])},"session_id":{j(payload["session_id"])},'
+        f'"str_value":{j(payload["str_value"])},"token_cost":{j(payload["token_cost"])}}}'
+    )
 
 
 def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:

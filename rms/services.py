@@ -422,10 +422,13 @@ def signal_ops(
     tallies: TallyStore,
     *,
     extra: dict | None = None,
+    payload_json: str | None = None,
 ) -> SignalResult:
     """Apply one signal to a locked object: FEEDBACK_EVENT, then REINFORCE or PENALTY.
 
     The operations are returned unsaved; the object and the tally are updated in memory.
+    ``payload_json``: the FEEDBACK_EVENT payload's canonical JSON when the caller knows it is
+    the one of an earlier call (the automatic UNUSED of one session all carry one payload).
     """
     if policy.SIGNALS[signal.signal_type].kind == policy.NEUTRAL:
         tally, outcome = None, policy.neutral_outcome(signal)
@@ -447,7 +450,9 @@ def signal_ops(
         "evidence_ids": sorted(set(signal.evidence_ids)),
         **(extra or {}),
     }
-    feedback_op = oplog.feedback_event(obj, signal=signal, payload=payload)
+    feedback_op = oplog.feedback_event(
+        obj, signal=signal, payload=payload, payload_json=payload_json
+    )
     change_op = None
     if outcome.op_type is not None:
         obj.apply_state(outcome.state)
