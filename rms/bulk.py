@@ -34,6 +34,7 @@ import threading
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
+from rms import pgarrays
 from rms.replay import iso
 
 #: Up to this many rows a write is one statement with array parameters; above, COPY.
@@ -141,13 +142,14 @@ def _object_columns(fields, objs: list) -> list[list]:
     return _one_type(fields, columns)
 
 
-def _one_type(fields, columns: list[list]) -> list[list]:
-    """An array holds one type: a float column holding an int (a client's ``1`` for a score)
-    is made all floats."""
+def _one_type(fields, columns: list[list]) -> list:
+    """The array parameters: each column encoded by ``rms.pgarrays`` (C iteration instead of
+    psycopg's Python loop per element). An array holds one type, so a float column holding an
+    int (a client's ``1`` for a score) is made all floats first."""
     for i, field in enumerate(fields):
         if isinstance(field, models.FloatField) and set(map(type, columns[i])) - _FLOAT_TYPES:
             columns[i] = [None if v is None else float(v) for v in columns[i]]
-    return columns
+    return list(map(pgarrays.encode, columns))
 
 
 _FLOAT_TYPES = frozenset({float, type(None)})
@@ -203,6 +205,14 @@ def _arrays(rows: int) -> bool:
     return rows <= SMALL or getattr(_state, "pipe", None) is not None
 
 
+def _cursor(raw: psycopg.Connection) -> psycopg.Cursor:
+    """A plain psycopg cursor (server-side binding, which binary parameters and pipeline mode
+    need) that can send ``rms.pgarrays`` arrays."""
+    cursor = psycopg.Cursor(raw)
+    pgarrays.register(cursor)
+    return cursor
+
+
 def _send(statements: list) -> None:
     """Run statements in one round trip (a pipeline when there are several).
 
@@ -213,7 +223,7 @@ def _send(statements: list) -> None:
         return
     connection.ensure_connection()
     raw = connection.connection
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    with connection.wrap_database_errors, _cursor(raw) as cursor:
         if len(statements) == 1:
             cursor.execute(*statements[0])
             return
@@ -237,7 +247,7 @@ def pipelined():
     _flush_queue()
     connection.ensure_connection()
     raw = connection.connection
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor, raw.pipeline():
+    with connection.wrap_database_errors, _cursor(raw) as cursor, raw.pipeline():
         _state.pipe = cursor
         try:
             yield
