@@ -309,7 +309,7 @@ def _check(client: ApiClient, data: dict, objects: dict, namespaces: dict) -> da
     for key in ("injections", "signals"):
         for i, entry in enumerate(data[key]):
             obj = objects.get(entry["object_id"])
-            if obj is None or obj.namespace.name not in scope:
+            if obj is None or oplog.namespace_name(obj) not in scope:
                 fields[f"{key}.{i}.object_id"] = ["Unknown object, or outside namespace_scope."]
             if key == "signals":
                 try:
@@ -342,7 +342,8 @@ def _apply(
     request_id = data["request_id"]
     session_id = data["session_id"]
     system = core.Actor.of(client)
-    extra = {"request_id": request_id, "feedback_session_id": str(session_pk)}
+    session_text = str(session_pk)
+    extra = {"request_id": request_id, "feedback_session_id": session_text}
     session = new_row(  # not Model.__init__: one per session of a batch
         FeedbackSession,
         id=session_pk,
@@ -375,8 +376,8 @@ def _apply(
         payload = {
             "session_id": session_id,
             "request_id": request_id,
-            "feedback_session_id": str(session_pk),
-            "object_id": str(obj.pk),
+            "feedback_session_id": session_text,
+            "object_id": oplog.pk_text(obj),
             "rank_position": inj.get("rank_position"),
             "representation_type": inj.get("representation_type") or "",
             "token_cost": inj["token_cost"],
@@ -455,7 +456,8 @@ def _apply(
         )
         out_signals.append(signal_out(obj, apply(obj, signal, automatic=False)))
 
-    unused_ids = [str(pk) for pk in injected if received[pk] == ["UNUSED"]]
+    text = {pk: oplog.pk_text(objects[pk]) for pk in injected}
+    unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
     silent = [pk for pk in injected if not received[pk]]
     detected = {}
     if data.get("detect") and silent:
@@ -463,12 +465,12 @@ def _apply(
         # replaced or doubled by an inferred one (RFC-0009 §4).
         found = detection.analyse(
             data["response_text"],
-            [detection.DetectionInput(str(pk), objects[pk].content) for pk in silent],
+            [detection.DetectionInput(text[pk], objects[pk].content) for pk in silent],
         )
         detected = {d.object_id: d for d in found}
     unused_json = None  # every plain automatic UNUSED of the session has the same payload
     for pk in silent:
-        found_one = detected.get(str(pk))
+        found_one = detected.get(text[pk])
         more = None
         if found_one is not None:
             more = {
@@ -500,7 +502,7 @@ def _apply(
                 {**signal_out(objects[pk], result), "detected": True, "score": found_one.score}
             )
         else:
-            unused_ids.append(str(pk))
+            unused_ids.append(text[pk])
 
     outcome = data.get("outcome")
     for pk, row in injected.items():
@@ -512,7 +514,7 @@ def _apply(
 
     has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
     record = {
-        "id": str(session_pk),
+        "id": session_text,
         "session_id": session_id,
         "request_id": request_id,
         "ts": iso(ts),
@@ -521,7 +523,7 @@ def _apply(
         "tokens_used": session.tokens_used,
         "context_tags": session.context_tags,
         "outcome": outcome,
-        "injected_object_ids": [str(pk) for pk in injected],
+        "injected_object_ids": [text[pk] for pk in injected],
         "signals": out_signals,
         "unused_ids": unused_ids,
         "session_str_mean": fmean(str_values) if str_values else None,
@@ -582,7 +584,7 @@ def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
     signal, payload = result.signal, result.feedback_op.payload
     out = {
         "signal_type": signal.signal_type,
-        "object_id": str(obj.pk),
+        "object_id": oplog.pk_text(obj),
         "detection_method": signal.detection_method,
         "reliability_class": payload["reliability_class"],
         "effect": result.effect,
