@@ -41,45 +41,30 @@ class Array(bytes):
     element_oid = 0
 
 
-class TextArray(Array):
-    element_oid = 25
+class _Dumper(adapt.Dumper):
+    """Sends an ``Array`` as it is; subclasses name the array type."""
 
+    format = pq.Format.BINARY
 
-class UuidArray(Array):
-    element_oid = 2950
-
-
-class Float8Array(Array):
-    element_oid = 701
-
-
-class Int8Array(Array):
-    element_oid = 20
-
-
-class BoolArray(Array):
-    element_oid = 16
-
-
-def _dumper(array_oid: int) -> type[adapt.Dumper]:
-    class ArrayDumper(adapt.Dumper):
-        format = pq.Format.BINARY
-        oid = array_oid
-
-        def dump(self, obj):
-            return obj
-
-    return ArrayDumper
+    def dump(self, obj):
+        return obj
 
 
 #: (class, dumper) pairs; ``register`` adds them to a cursor's or connection's adapters.
-DUMPERS = (
-    (TextArray, _dumper(1009)),
-    (UuidArray, _dumper(2951)),
-    (Float8Array, _dumper(1022)),
-    (Int8Array, _dumper(1016)),
-    (BoolArray, _dumper(1000)),
-)
+DUMPERS: list[tuple[type[Array], type[adapt.Dumper]]] = []
+
+
+def _array_type(name: str, element_oid: int, array_oid: int) -> type[Array]:
+    cls = type(name, (Array,), {"element_oid": element_oid})
+    DUMPERS.append((cls, type(f"{name}Dumper", (_Dumper,), {"oid": array_oid})))
+    return cls
+
+
+TextArray = _array_type("TextArray", 25, 1009)
+UuidArray = _array_type("UuidArray", 2950, 2951)
+Float8Array = _array_type("Float8Array", 701, 1022)
+Int8Array = _array_type("Int8Array", 20, 1016)
+BoolArray = _array_type("BoolArray", 16, 1000)
 
 
 def register(context) -> None:
