@@ -19,8 +19,8 @@ On SQLite, ``executemany`` of plain statements is already fast. Rows keep their 
 auto-increment column (``Operation.seq``) numbers them in that order.
 
 Values are prepared with each field's own ``get_db_prep_save``, exactly as Django would, on
-SQLite; on PostgreSQL psycopg adapts them (COPY, arrays), JSON and aware times going as the text
-PostgreSQL reads.
+SQLite. On PostgreSQL, COPY rows carry JSON and aware times as the text PostgreSQL reads, and
+array parameters are encoded by ``rms.pgarrays`` (plain types) or psycopg (datetimes).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ _sql_cache: dict = {}
 
 
 def _array_types(fields) -> str:
-    # A list of str (ids, ISO times, JSON texts) arrives as text[] and is cast like COPY's text.
+    # A str column (JSON texts, ids kept as text) arrives as text[], cast like COPY's text.
     return ", ".join(f"%b::{f.db_type(connection)}[]" for f in fields)
 
 
