@@ -171,6 +171,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"client": env.str("RMS_THROTTLE_RATE", default="6000/min")},
     "UNAUTHENTICATED_USER": None,
     "STRICT_JSON": True,
+    # ASCII JSON (non-ASCII as \uXXXX): an error that echoes a client's string holding a lone
+    # surrogate (valid JSON "\ud800", not encodable as UTF-8) must still render, as a 400.
+    "UNICODE_JSON": False,
     "COERCE_DECIMAL_TO_STRING": False,
 }
 

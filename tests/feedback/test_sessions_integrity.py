@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import uuid
@@ -154,6 +155,30 @@ class TestBadInput:
 
     def test_operator_may_not_post(self, operator_api, ids):
         assert post(operator_api, session("op", [(ids[0], 10)])).status_code == 403
+
+    @pytest.mark.parametrize(
+        "path",
+        ["session_id", "outcome", "signals.0.signal_type", "injections.0.representation_type"],
+    )
+    def test_a_lone_surrogate_is_a_400_on_both_endpoints(self, client_api, ids, path):
+        """JSON may spell a lone surrogate ("\\ud800"); no UTF-8 column or answer can hold one.
+        It is refused, and an error echoing it still renders (ASCII JSON)."""
+        body = session("sur", [(ids[0], 10)], [(ids[0], "CONFIRMED")])
+        *parents, last = path.split(".")
+        target = body
+        for key in parents:
+            target = target[int(key)] if key.isdigit() else target[key]
+        target[last] = "\ud800x"
+        before = counts()
+        raw = json.dumps(body)  # ensure_ascii: the surrogate travels as \ud800
+        one = client_api.post("/api/v1/feedback-sessions", raw, content_type="application/json")
+        assert one.status_code == 400
+        assert path in one.json()["error"]["fields"]
+        many = client_api.post(
+            "/api/v1/feedback-sessions/batch", f"[{raw}]", content_type="application/json"
+        )
+        assert many.status_code == 207 and many.json()["results"][0]["status"] == 400
+        assert counts() == before
 
 
 @pytest.mark.django_db
