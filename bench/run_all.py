@@ -68,6 +68,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
         ["--signals", "200", "--warmup", "20", "--wait-quiet", "0"],
         300,
     ),
+    ("profile_ingest.py", [], ["--batches", "1", "--objects", "1000"], 300),
 ]
 
 
