@@ -10,6 +10,7 @@ is ``tests`` and no file here is named ``test_*``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import math
@@ -373,6 +374,35 @@ class Api:
 
     def close(self) -> None:
         self.conn.close()
+
+
+# --- in-process stage timers ---------------------------------------------------------------------
+
+
+def time_calls(owner, name: str, times: dict, label=None, missing: list | None = None) -> None:
+    """Replace ``owner.name`` by a wrapper adding each call's count, wall and thread-CPU seconds
+    to ``times[label]`` (``label``: a text, a function of the call's arguments, or ``name``), in
+    this process only. A stage the code no longer has is listed in ``missing`` (or raises)."""
+    fn = getattr(owner, name, None)
+    if fn is None:
+        if missing is None:
+            raise AttributeError(f"{owner!r} has no {name!r}")
+        missing.append(f"{getattr(owner, '__name__', owner)}.{name}")
+        return
+
+    @functools.wraps(fn)
+    def timed(*args, **kwargs):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            key = label(*args) if callable(label) else (label or name)
+            row = times.setdefault(key, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += time.perf_counter() - t0
+            row[2] += time.thread_time() - c0
+
+    setattr(owner, name, timed)
 
 
 # --- statistics ----------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ seed. A change whose gain is PostgreSQL waiting less shows in the ``waited`` col
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import random
@@ -31,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,23 +39,7 @@ import common  # noqa: E402
 DB = "rms_bench_profile_ingest"
 KIND = "ASSERTED"
 SIZE = 500
-TIMES: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # wall, waited
-
-
-def _wrap(owner, name: str) -> None:
-    fn = getattr(owner, name)
-
-    @functools.wraps(fn)
-    def timed(*args, **kwargs):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            wall = time.perf_counter() - t0
-            TIMES[name][0] += wall
-            TIMES[name][1] += wall - (time.thread_time() - c0)
-
-    setattr(owner, name, timed)
+TIMES: dict[str, list[float]] = {}  # stage: [calls, wall, cpu]
 
 
 def backend_cpu(connection) -> float:
@@ -90,7 +72,7 @@ def main() -> int:
         from feedback import ingest
 
         for name in ("_load_pipelined", "_check", "_apply", "_flush", "_record"):
-            _wrap(ingest, name)
+            common.time_calls(ingest, name, TIMES)
         client = Client(HTTP_AUTHORIZATION=f"Token {token}")
         ids: list[str] = []
         for start in range(0, args.objects, 1000):
@@ -147,7 +129,8 @@ def main() -> int:
     print(f"median {wall * 1000:.0f} ms a batch = {events / wall:,.0f} events/s in-process")
     print()
     stages = [
-        [name, f"{w * 1000 / n:.0f}", f"{idle * 1000 / n:.0f}"] for name, (w, idle) in TIMES.items()
+        [name, f"{spent * 1000 / n:.0f}", f"{(spent - cpu) * 1000 / n:.0f}"]
+        for name, (_, spent, cpu) in TIMES.items()
     ]
     common.print_table(["stage (feedback.ingest)", "ms a batch", "waited ms"], stages)
     return 0

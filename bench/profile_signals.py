@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import random
 import sys
@@ -26,29 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 DB = "rms_bench_profile"
-TIMES: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])  # calls, wall, cpu
-
-
-def _wrap(owner, name: str, label, missing: list[str]) -> None:
-    """Replace ``owner.name`` by a timed wrapper; ``label`` may be a function of the args."""
-    fn = getattr(owner, name, None)
-    if fn is None:
-        missing.append(f"{getattr(owner, '__name__', owner)}.{name}")
-        return
-
-    @functools.wraps(fn)
-    def timed(*args, **kwargs):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            key = label(*args) if callable(label) else label
-            row = TIMES[key]
-            row[0] += 1
-            row[1] += time.perf_counter() - t0
-            row[2] += time.thread_time() - c0
-
-    setattr(owner, name, timed)
+TIMES: dict[str, list[float]] = {}  # label: [calls, wall, cpu]
 
 
 CATALOGS = ("pg_class", "pg_attribute", "pg_type", "pg_depend")
@@ -98,7 +75,10 @@ def instrument() -> list[str]:
     except ImportError:  # older tree: Django's bulk_create / bulk_update only
         bulk = None
     missing: list[str] = []
-    w = functools.partial(_wrap, missing=missing)
+
+    def w(owner, name: str, label) -> None:
+        common.time_calls(owner, name, TIMES, label, missing)
+
     w(auth.ApiTokenAuthentication, "authenticate", "auth: token lookup (SELECT api client)")
     w(throttling.ClientRateThrottle, "allow_request", "throttle (cache read + write)")
     w(fviews, "validated", "SignalIn validation")
