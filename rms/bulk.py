@@ -31,10 +31,9 @@ import json
 import operator
 import threading
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
-from rms import pgarrays
+from rms import fetch, pgarrays
 from rms.replay import iso
 
 #: Up to this many rows a write is one statement with array parameters; above, COPY.
@@ -108,9 +107,7 @@ def _row_maker(fields):
             text = values.get(key)
             row[i] = text if text is not None or key in values else _json(values[attname])
         for i in time_columns:
-            value = row[i]
-            if value is not None and value.tzinfo is not None:
-                row[i] = iso(value)
+            row[i] = _time_text(row[i])
         return row
 
     return postgres
@@ -205,14 +202,6 @@ def _arrays(rows: int) -> bool:
     return rows <= SMALL or getattr(_state, "pipe", None) is not None
 
 
-def _cursor(raw: psycopg.Connection) -> psycopg.Cursor:
-    """A plain psycopg cursor (server-side binding, which binary parameters and pipeline mode
-    need) that can send ``rms.pgarrays`` arrays."""
-    cursor = psycopg.Cursor(raw)
-    pgarrays.register(cursor)
-    return cursor
-
-
 def _send(statements: list) -> None:
     """Run statements in one round trip (a pipeline when there are several).
 
@@ -223,7 +212,7 @@ def _send(statements: list) -> None:
         return
     connection.ensure_connection()
     raw = connection.connection
-    with connection.wrap_database_errors, _cursor(raw) as cursor:
+    with connection.wrap_database_errors, fetch.cursor(raw) as cursor:
         if len(statements) == 1:
             cursor.execute(*statements[0])
             return
@@ -247,7 +236,7 @@ def pipelined():
     _flush_queue()
     connection.ensure_connection()
     raw = connection.connection
-    with connection.wrap_database_errors, _cursor(raw) as cursor, raw.pipeline():
+    with connection.wrap_database_errors, fetch.cursor(raw) as cursor, raw.pipeline():
         _state.pipe = cursor
         try:
             yield
@@ -365,6 +354,7 @@ def _value_preparer(fields):
 
 
 def _time_text(value):
+    """An aware datetime as its cached UTC ISO text (COPY's text); anything else unchanged."""
     return iso(value) if value is not None and value.tzinfo is not None else value
 
 

@@ -19,6 +19,8 @@ from django.db import connection
 from django.db.models.base import ModelState
 from psycopg.types.datetime import TimestamptzLoader
 
+from rms import pgarrays
+
 
 def columns(model, alias: str) -> tuple[str, list]:
     """(``alias.col, …`` for every concrete field, the fields)."""
@@ -75,8 +77,9 @@ class Select:
 
 
 def cursor(raw: psycopg.Connection) -> psycopg.Cursor:
-    """A plain psycopg cursor on Django's connection that reads ``timestamptz`` with psycopg's C
-    loader.
+    """A plain psycopg cursor on Django's connection (server-side binding, which binary
+    parameters and pipeline mode need) that sends ``rms.pgarrays`` arrays and reads
+    ``timestamptz`` with psycopg's C loader.
 
     Django registers a Python subclass of psycopg's loader so that every datetime carries its
     ``connection.timezone``; psycopg then cannot use its C version, and reading a timestamp costs
@@ -86,6 +89,7 @@ def cursor(raw: psycopg.Connection) -> psycopg.Cursor:
     """
     cur = psycopg.Cursor(raw)
     cur.adapters.register_loader("timestamptz", TimestamptzLoader)
+    pgarrays.register(cur)
     return cur
 
 
