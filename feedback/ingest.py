@@ -223,24 +223,27 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
     query takes the locks; the aggregates and tallies are read by later statements, so they are
     the values committed before the locks were granted (see ``rms.locks``)."""
     pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
-    selects = [
-        fetch.Select(
-            FeedbackSession,
-            "s",
-            "s.client_id = %s AND s.request_id = ANY(%b)",
-            [client.pk, list(request_ids)],
-        ),
-        fetch.Select(Namespace, "n", "n.name = ANY(%b)", [list(names)]),
-        lock_select(object_ids),
-        fetch.Select(
-            SessionTally,
-            "t",
-            "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))",
-            [[p[0] for p in pair_list], [p[1] for p in pair_list]],
-        ),
+    session_select = fetch.Select(
+        FeedbackSession,
+        "s",
+        "s.client_id = %s AND s.request_id = ANY(%b)",
+        [client.pk, list(request_ids)],
+    )
+    namespace_select = fetch.Select(Namespace, "n", "n.name = ANY(%b)", [list(names)])
+    object_select = lock_select(object_ids)
+    tally_select = fetch.Select(
+        SessionTally,
+        "t",
+        "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))",
+        [[p[0] for p in pair_list], [p[1] for p in pair_list]],
+    )
+    queries = [
+        session_select.query,
+        namespace_select.query,
+        object_select.query,
+        aggregate_query(list(object_ids)),
+        tally_select.query,
     ]
-    queries = [select.query for select in selects]
-    queries.insert(3, aggregate_query(list(object_ids)))
     need_names = not client.sees_all_namespaces and getattr(client, "_ns_names", None) is None
     if need_names:
         queries.append(
@@ -251,15 +254,11 @@ def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
             )
         )
     results = fetch.pipelined(queries)
-    sessions, ns_rows, locked, tally_rows = (
-        select.build(found)
-        for select, found in zip(selects, [*results[:3], results[4]], strict=True)
-    )
-    stored = {s.request_id: s for s in sessions}
-    namespaces = {ns.name: ns for ns in ns_rows}
-    objects = attach_namespaces(locked, namespaces.values())
+    stored = {s.request_id: s for s in session_select.build(results[0])}
+    namespaces = {ns.name: ns for ns in namespace_select.build(results[1])}
+    objects = attach_namespaces(object_select.build(results[2]), namespaces.values())
     store = AggregateStore(list(objects.values()), aggregates_of_rows(results[3]))
-    tallies = core.TallyStore.of_rows(tally_rows)
+    tallies = core.TallyStore.of_rows(tally_select.build(results[4]))
     if need_names:
         client._ns_names = {row[0] for row in results[5]}
     return stored, namespaces, objects, tallies, store
