@@ -39,6 +39,11 @@ class Namespace(models.Model):
     alert_thresholds = models.JSONField(default=dict, blank=True)
     weights = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The namespace's own operation chain (alerts, API.md "The closed loop"): ``uid`` is its
+    # target id in the log, ``head_hash`` and ``last_op_ts`` as on an object.
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    last_op_ts = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -195,7 +200,9 @@ class Operation(models.Model):
     """One row of the append-only, hash-chained operation log (SPEC §6).
 
     ``seq`` comes from the database sequence (gaps allowed). ``state`` is the target's full state
-    after the operation, so "as of T" is one indexed read.
+    after the operation, so "as of T" is one indexed read. On PostgreSQL the table also has a
+    ``txid`` column (``xid8``, default ``pg_current_xact_id()``), outside the model: the change
+    feed's release order, read only by ``rms.changes`` (migration 0006).
     """
 
     seq = models.BigAutoField(primary_key=True)

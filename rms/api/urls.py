@@ -2,7 +2,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from rms.api import edges, views
+from rms.api import changes, edges, views
 
 urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),
@@ -51,6 +51,7 @@ urlpatterns = [
         edges.RelationshipEvidenceView.as_view(),
         name="relationship-evidence",
     ),
+    path("changes", changes.ChangesView.as_view(), name="changes"),
     path("graph/expand", edges.GraphExpandView.as_view(), name="graph-expand"),
     path("calibration", edges.CalibrationView.as_view(), name="calibration"),
     path(

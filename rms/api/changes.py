@@ -1,0 +1,113 @@
+"""``GET /api/v1/changes`` (API.md "The closed loop"): the change feed, with a long-poll ``wait``.
+
+Thin: parse, scope to what the caller may read, read pages through ``rms.changes``. The long poll
+re-reads every POLL_INTERVAL seconds in autocommit (each read a fresh snapshot, no transaction
+held), so a waiting consumer costs one indexed read per interval and holds no lock.
+"""
+
+from __future__ import annotations
+
+import time
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers as drf
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from rms import changes
+from rms.api.permissions import ANY_ROLE
+from rms.api.views import namespace_param
+
+MAX_WAIT = 30.0
+#: Seconds between reads while a long poll waits (commit → consumer latency is about half).
+POLL_INTERVAL = 0.1
+
+
+def _number(request, name: str, low: float, high: float, default: float, *, integer: bool):
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError as exc:
+        kind = "an integer" if integer else "a number"
+        raise ValidationError({name: [f"Must be {kind}."]}) from exc
+    if not low <= value <= high:  # also refuses nan
+        raise ValidationError({name: [f"Must be between {low:g} and {high:g}."]})
+    return value
+
+
+def feed_scope(request) -> list[str] | None:
+    """The namespaces a caller reads: ``?namespace=`` (403 if not theirs), else all they see."""
+    ns = namespace_param(request, required=False)
+    if ns is not None:
+        return [ns.name]
+    names = request.auth.namespace_names()
+    return None if names is None else sorted(names)
+
+
+_EVENT_FIELDS = {
+    "id": drf.UUIDField(),
+    "cursor": drf.CharField(allow_null=True),
+    "type": drf.ChoiceField(choices=changes.EVENT_TYPES),
+    "ts": drf.DateTimeField(),
+    "namespace": drf.CharField(allow_null=True),
+    "target_type": drf.ChoiceField(
+        choices=["object", "relationship", "namespace"], allow_null=True
+    ),
+    "target_id": drf.CharField(allow_null=True),
+    "op_type": drf.CharField(allow_null=True),
+    "data": drf.DictField(),
+}
+
+
+class ChangesView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="changes",
+        parameters=[
+            OpenApiParameter("namespace", OpenApiTypes.STR, description="One namespace."),
+            OpenApiParameter("after", OpenApiTypes.STR, description="Resume after this cursor."),
+            OpenApiParameter("types", OpenApiTypes.STR, description="Comma-separated types."),
+            OpenApiParameter("limit", OpenApiTypes.INT, description="1..1000 (default 100)."),
+            OpenApiParameter("wait", OpenApiTypes.NUMBER, description="Long poll, 0..30 s."),
+        ],
+        responses={
+            200: inline_serializer(
+                "ChangePage",
+                {
+                    "results": inline_serializer("ChangeEvent", _EVENT_FIELDS, many=True),
+                    "next_cursor": drf.CharField(),
+                    "has_more": drf.BooleanField(),
+                },
+            )
+        },
+        description="State-changing operations as events, exactly once per consumer.",
+    )
+    def get(self, request):
+        try:
+            after = changes.decode_cursor(request.query_params.get("after"))
+            types = changes.parse_types(request.query_params.get("types"))
+        except changes.FeedError as exc:
+            raise ValidationError({exc.field: [exc.message]}) from exc
+        limit = _number(request, "limit", 1, changes.MAX_LIMIT, changes.DEFAULT_LIMIT, integer=True)
+        wait = _number(request, "wait", 0, MAX_WAIT, 0.0, integer=False)
+        scope = feed_scope(request)
+        deadline = time.monotonic() + wait
+        position = after
+        while True:
+            page = changes.read(position, limit=limit, namespaces=scope, types=types)
+            position = page.next
+            if page.events or page.has_more or time.monotonic() >= deadline:
+                break
+            time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+        return Response(
+            {
+                "results": page.events,
+                "next_cursor": changes.encode_cursor(position),
+                "has_more": page.has_more,
+            }
+        )
