@@ -241,3 +241,33 @@ def warnings(evaluated: Mapping[str, Mapping]) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+# --- alerts (API.md "The closed loop") -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlertChange:
+    """One crossing at a snapshot: a metric entering ``alert`` (raise) or leaving it (resolve)."""
+
+    metric: str
+    raise_: bool
+    value: float | None
+    threshold: float
+
+
+def alert_changes(evaluated: Mapping[str, Mapping], open_metrics: set[str]) -> list[AlertChange]:
+    """What one snapshot opens and resolves: a metric in ``alert`` without an open alert opens
+    one; a metric back to ``ok`` with one resolves it; ``no_data`` does neither (nothing was
+    measured, so nothing crossed). In METRIC_NAMES order, so a snapshot's operations are too."""
+    changes = []
+    for name in METRIC_NAMES:
+        metric = evaluated.get(name)
+        if metric is None:
+            continue
+        state = metric["state"]
+        if state == STATE_ALERT and name not in open_metrics:
+            changes.append(AlertChange(name, True, metric["value"], metric["threshold"]))
+        elif state == STATE_OK and name in open_metrics:
+            changes.append(AlertChange(name, False, metric["value"], metric["threshold"]))
+    return changes

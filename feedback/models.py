@@ -238,3 +238,38 @@ class MetricSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace_id} @ {self.ts}"
+
+
+class Alert(models.Model):
+    """A metric of a namespace in ``alert`` from the snapshot that raised it to the one that
+    resolved it (API.md "The closed loop"). Each change is also an operation (ALERT_RAISED,
+    ALERT_RESOLVED) on the namespace's own chain, written in the same transaction."""
+
+    OPEN, RESOLVED = "open", "resolved"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    metric = models.CharField(max_length=40)
+    state = models.CharField(max_length=10, default=OPEN)
+    raised_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    value = models.FloatField(null=True)
+    threshold = models.FloatField()
+    resolved_value = models.FloatField(null=True, blank=True)
+    window = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-raised_at", "-id"]
+        indexes = [models.Index(fields=["namespace", "raised_at"], name="alert_ns_raised")]
+        constraints = [
+            # At most one open alert per metric and namespace: a doubled snapshot cannot
+            # raise twice.
+            models.UniqueConstraint(
+                fields=["namespace", "metric"],
+                condition=models.Q(state="open"),
+                name="alert_one_open",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.state} @ {self.raised_at}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from django.db import connection
@@ -9,7 +10,13 @@ from django.db.models import Count, Q, Subquery, Sum
 
 from feedback import aggregates, metrics
 from feedback.metrics import WASTE_USAGE_RATIO
-from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SessionNamespace
+from feedback.models import (
+    Alert,
+    FeedbackAggregate,
+    FeedbackSession,
+    InjectionEvent,
+    SessionNamespace,
+)
 from rms.models import MemoryObject
 from rms.policy import DEPRECATED
 from rms.replay import iso
@@ -208,3 +215,24 @@ def visible_session(client, session_id) -> FeedbackSession | None:
     if any(client.can_see(name) for name in session.namespace_scope):
         return session
     return None
+
+
+# --- alerts (API.md "The closed loop") ----------------------------------------------------------
+
+
+def alerts(*, namespace=None, visible: set[str] | None = None, state: str | None = None):
+    """Alerts newest first: of one namespace, or of every namespace in ``visible`` (None: all)."""
+    qs = Alert.objects.select_related("namespace").order_by("-raised_at", "-id")
+    if namespace is not None:
+        qs = qs.filter(namespace=namespace)
+    elif visible is not None:
+        qs = qs.filter(namespace__name__in=visible)
+    if state is not None:
+        qs = qs.filter(state=state)
+    return qs
+
+
+def alerts_before(qs, cursor: list):
+    """The rows after a keyset cursor [raised_at ISO, id] in newest-first order."""
+    raised_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+    return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))

@@ -25,6 +25,7 @@ VERIFY_CHAIN = "verify_chain"
 STABILITY_SIMULATION = "stability_simulation"
 PRECISION_SIMULATION = "precision_simulation"
 BENCHMARK_SUITE = "benchmark_suite"
+METRIC_SNAPSHOT = "metric_snapshot"
 
 OPERATOR_ROLES = (ApiClient.ROLE_OPERATOR, ApiClient.ROLE_ADMIN)
 ADMIN_ROLES = (ApiClient.ROLE_ADMIN,)
@@ -81,6 +82,7 @@ KINDS: dict[str, Kind] = {
         },
     ),
     BENCHMARK_SUITE: Kind(OPERATOR_ROLES, {"seed": SEED}),
+    METRIC_SNAPSHOT: Kind(OPERATOR_ROLES, {"namespace": Param("namespace")}),
 }
 
 

@@ -32,7 +32,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F
 from django.utils import timezone
 
-from feedback import rebuild, selectors, simulations, taskruns
+from feedback import alerts, rebuild, selectors, simulations, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
 from rms import verification
 from rms.errors import DomainError
@@ -163,6 +163,10 @@ def _benchmark(params: dict, progress: Progress) -> dict:
     return simulations.benchmark_suite(progress=progress, **params)
 
 
+def _metric_snapshot(params: dict, progress: Progress) -> dict:
+    return take_snapshots(params.get("namespace"))
+
+
 RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
     taskruns.IGNORED_SWEEP: _ignored_sweep,
     taskruns.REBUILD_AGGREGATES: _rebuild_aggregates,
@@ -171,6 +175,7 @@ RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
     taskruns.STABILITY_SIMULATION: _stability,
     taskruns.PRECISION_SIMULATION: _precision,
     taskruns.BENCHMARK_SUITE: _benchmark,
+    taskruns.METRIC_SNAPSHOT: _metric_snapshot,
 }
 
 
@@ -310,15 +315,26 @@ def sweep_all() -> str | None:
 
 @shared_task(**TASK_OPTIONS)
 def snapshot_metrics() -> int:
-    """Beat: one MetricSnapshot per namespace — the four metrics over the trailing 24 h.
+    """Beat: the metric snapshot of every namespace (``take_snapshots``). Returns the
+    snapshots created."""
+    return take_snapshots()["snapshots"]
+
+
+def take_snapshots(namespace: str | None = None) -> dict:
+    """One MetricSnapshot per namespace — the four metrics over the trailing 24 h, as
+    ``/metrics?since=<now − 24 h>`` computes them — and the alerts it opens or resolves.
 
     ``ts`` is the minute, so a redelivered or doubled beat message writes nothing new
-    (get_or_create on the unique (namespace, ts, window_hours)). Returns the snapshots created.
+    (get_or_create on the unique (namespace, ts, window_hours)); alerts are evaluated only by
+    the call that created the snapshot, under the namespace's lock (``alerts.alerts_apply``).
     """
     until = timezone.now().replace(second=0, microsecond=0)
     since = until - timedelta(hours=SNAPSHOT_WINDOW_HOURS)
-    created = 0
-    for ns in Namespace.objects.order_by("pk").iterator():
+    namespaces = Namespace.objects.order_by("pk")
+    if namespace is not None:
+        namespaces = namespaces.filter(name=namespace)
+    created = raised = resolved = 0
+    for ns in namespaces.iterator():
         if MetricSnapshot.objects.filter(
             namespace=ns, ts=until, window_hours=SNAPSHOT_WINDOW_HOURS
         ).exists():
@@ -330,5 +346,12 @@ def snapshot_metrics() -> int:
             window_hours=SNAPSHOT_WINDOW_HOURS,
             defaults={"metrics": evaluated["metrics"], "warnings": evaluated["warnings"]},
         )
-        created += new
-    return created
+        if not new:
+            continue
+        created += 1
+        counts = alerts.alerts_apply(
+            namespace_id=ns.pk, evaluated=evaluated["metrics"], window=evaluated["window"], at=until
+        )
+        raised += counts.raised
+        resolved += counts.resolved
+    return {"snapshots": created, "alerts_raised": raised, "alerts_resolved": resolved}

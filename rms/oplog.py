@@ -21,6 +21,7 @@ from rms.replay import iso, snapshot
 TARGET_OBJECT = "memory_object"
 TARGET_SESSION = "feedback_session"
 TARGET_RELATIONSHIP = "relationship"
+TARGET_NAMESPACE = "namespace"
 
 #: Operations after which an object's state is stored; the rest only move its version.
 STATE_CHANGING = frozenset(
@@ -381,6 +382,37 @@ def admin_change(
         actor_type=actor_type,
         policy_version=policy.POLICY_VERSION,
     )
+
+
+class _NamespaceChain:
+    """A namespace seen as a chain target: its ``uid`` is the target id in the log."""
+
+    def __init__(self, ns) -> None:
+        self.pk = ns.uid
+        self.head_hash = ns.head_hash
+        self.last_op_ts = ns.last_op_ts
+
+
+def namespace_op(
+    ns, op_type: str, *, ts: datetime, payload: dict, actor_id: str, actor_type: str
+) -> Operation:
+    """An operation on a namespace's own chain (ALERT_RAISED, ALERT_RESOLVED); moves the
+    namespace's head like ``append`` moves an object's. The caller holds the namespace's row
+    lock and saves ``head_hash`` and ``last_op_ts`` in the same transaction."""
+    chain = _NamespaceChain(ns)
+    op = append(
+        chain,
+        target_type=TARGET_NAMESPACE,
+        namespace=ns.name,
+        op_type=op_type,
+        ts=ts,
+        payload=payload,
+        actor_id=actor_id,
+        actor_type=actor_type,
+    )
+    ns.head_hash = chain.head_hash
+    ns.last_op_ts = chain.last_op_ts
+    return op
 
 
 # --- reading back ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from rms import replay
 from rms.edges import verify_edge_replay
-from rms.models import GENESIS_HASH, MemoryObject, Operation, Relationship
+from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation, Relationship
 from rms.oplog import hash_row, row_for_hash
 
 BATCH = 2000
@@ -295,7 +295,12 @@ def verify_chain_all(
     target id and ``seq``. Read-only; bounded memory as in ``verify_replay_all``.
     """
     report = _Report()
-    total = MemoryObject.objects.count() + Relationship.objects.count() + extra_total
+    total = (
+        MemoryObject.objects.count()
+        + Relationship.objects.count()
+        + Namespace.objects.count()
+        + extra_total
+    )
     for chunk in _object_chunks(("id", "head_hash")):
         _verify_heads([(obj.pk, "memory_object", obj.head_hash) for obj in chunk], report)
         _report_progress(progress, report.checked, total)
@@ -303,6 +308,10 @@ def verify_chain_all(
     while chunk := list(islice(edges, CHUNK)):
         _verify_heads([(pk, "relationship", head) for pk, head in chunk], report)
         _report_progress(progress, report.checked, total)
+    # Namespaces' own chains (alerts): few rows, one chunk.
+    namespaces = Namespace.objects.order_by("pk").values_list("uid", "head_hash")
+    _verify_heads([(uid, "namespace", head) for uid, head in namespaces], report)
+    _report_progress(progress, report.checked, total)
     extra = iter(extra_heads)
     while chunk := list(islice(extra, CHUNK)):
         _verify_heads([(target_id, extra_type, head) for target_id, head in chunk], report)

@@ -18,6 +18,7 @@ urlpatterns = [
         name="feedback-session-detail",
     ),
     path("metrics", views.MetricsView.as_view(), name="metrics"),
+    path("alerts", views.AlertListView.as_view(), name="alerts"),
     path("review-queue", views.ReviewQueueView.as_view(), name="review-queue"),
     path("rank", views.RankView.as_view(), name="rank"),
     path("detect", views.DetectView.as_view(), name="detect"),

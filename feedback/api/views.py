@@ -14,9 +14,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from feedback import detection, ingest, selectors, services, taskruns, utility
+from feedback import alerts, detection, ingest, selectors, services, taskruns, utility
 from feedback.api import fastpath, serializers
-from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
+from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
 from rms import services as core
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
@@ -427,3 +427,39 @@ class TaskDetailView(APIView):
         if run is None:
             raise NotFound("No such task.")
         return Response(taskruns.task_out(run))
+
+
+class AlertListView(APIView):
+    """``GET /alerts`` (API.md "The closed loop"): alert history, newest first."""
+
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(operation_id="alerts", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        ns = namespace_param(request, required=False)
+        state = request.query_params.get("state")
+        if state not in (None, "", Alert.OPEN, Alert.RESOLVED):
+            raise ValidationError({"state": ["Must be open or resolved."]})
+        qs = selectors.alerts(
+            namespace=ns, visible=request.auth.namespace_names(), state=state or None
+        )
+        size = pagination.page_size(request)
+        cursor = pagination.decode_cursor(request)
+        if cursor is not None:
+            try:
+                qs = selectors.alerts_before(qs, cursor)
+            except (IndexError, TypeError, ValueError) as exc:
+                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+        rows = list(qs[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        last = rows[-1] if more else None
+        next_cursor = (
+            pagination.encode_cursor([last.raised_at.isoformat(), str(last.pk)]) if last else None
+        )
+        return Response(
+            {
+                "results": [alerts.alert_out(a) for a in rows],
+                "next": pagination.next_url(request, next_cursor),
+            }
+        )

@@ -134,7 +134,7 @@ class TestThroughARealWorker:
             )
             assert body["state"] == "succeeded", body["error"]
             assert body["result"]["ok"] is True and body["result"]["mismatches"] == []
-        assert body["result"]["checked"] == 3 + 2  # objects + feedback sessions
+        assert body["result"]["checked"] == 3 + 2 + 1  # objects + sessions + the namespace
         assert body["result"]["operations"] == Operation.objects.count()
 
     def test_verify_after_tampering_reports_the_broken_link(
@@ -551,7 +551,8 @@ class TestVerification:
         assert replay["ok"] and replay["checked"] == 4 and seen[-1] == 1.0
         assert replay["operations"] == Operation.objects.filter(target_type="memory_object").count()
         chain = verification.verify_chain_all(extra_heads=self.session_heads(), extra_total=3)
-        assert chain["ok"] and chain["checked"] == 7
+        # 4 objects + 3 sessions + the namespace's own (alert) chain.
+        assert chain["ok"] and chain["checked"] == 8
         assert chain["operations"] == Operation.objects.count()
         assert chain["mismatch_count"] == 0 and chain["truncated"] is False
 
@@ -672,7 +673,7 @@ class TestVerification:
         for run in (chain_run, replay_run):
             tasks.run_task.run(str(run.pk))
             run.refresh_from_db()
-        assert chain_run.result["ok"] is False and chain_run.result["checked"] == 4
+        assert chain_run.result["ok"] is False and chain_run.result["checked"] == 5
         assert chain_run.result["mismatches"][0]["target_id"] == str(op.target_id)
         assert replay_run.result["ok"] is True and replay_run.result["checked"] == 2
 
