@@ -379,6 +379,12 @@ def read(
     return Page(events, nxt, has_more)
 
 
+def head() -> Position:
+    """The last released position of the whole log: a consumer starting here receives exactly
+    the events released after now (a new webhook endpoint, a re-enabled one)."""
+    return _head(START, horizon())
+
+
 def target_events(target_id, *, limit: int = 200) -> list[dict]:
     """The change events of one target, oldest first (an object's page): committed rows only,
     read without the release horizon because nothing here is a cursor."""

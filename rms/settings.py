@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -57,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "rms",
     "feedback",
+    "delivery",
     "dashboard",
 ]
 
@@ -259,6 +261,29 @@ def _seconds(name: str, default: int) -> int:
 
 RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
 RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
+# --- webhooks (delivery/) ------------------------------------------------------------------------
+# Loopback/private/link-local endpoint URLs are refused (SSRF) unless this allows them (dev, tests).
+RMS_WEBHOOKS_ALLOW_PRIVATE = _bool("RMS_WEBHOOKS_ALLOW_PRIVATE", False)
+RMS_WEBHOOK_DISPATCH_EVERY = _seconds("RMS_WEBHOOK_DISPATCH_EVERY", 1)
+RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 16)
+
+
+def _schedule(name: str, default: str) -> tuple[float, ...]:
+    raw = env.str(name, default=default)
+    try:
+        steps = tuple(float(step) for step in raw.split(","))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be comma-separated seconds, got {raw!r}") from exc
+    if not steps or any(not 0 < step < 10**7 for step in steps):
+        raise ImproperlyConfigured(f"{name} must be positive seconds, got {raw!r}")
+    return steps
+
+
+# Seconds between a delivery's attempts (jittered ±20 %; the last step repeats).
+RMS_WEBHOOK_RETRY_SCHEDULE = _schedule("RMS_WEBHOOK_RETRY_SCHEDULE", "5,30,120,600,1800,3600")
+RMS_WEBHOOK_RETRY_WINDOW = timedelta(seconds=_seconds("RMS_WEBHOOK_RETRY_WINDOW", 86400))
+RMS_WEBHOOK_DISABLE_AFTER = timedelta(seconds=_seconds("RMS_WEBHOOK_DISABLE_AFTER", 86400))
+
 # A beat message not started within its interval is dropped (the next one does the same work),
 # so a worker back from an outage does not run a backlog of identical sweeps.
 CELERY_BEAT_SCHEDULE: dict = {
@@ -271,6 +296,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "feedback.tasks.snapshot_metrics",
         "schedule": RMS_SNAPSHOT_EVERY,
         "options": {"expires": RMS_SNAPSHOT_EVERY},
+    },
+    "webhook-dispatch": {
+        "task": "delivery.tasks.dispatch_webhooks",
+        "schedule": RMS_WEBHOOK_DISPATCH_EVERY,
+        "options": {"expires": RMS_WEBHOOK_DISPATCH_EVERY},
     },
     # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
     # for a cache shared with the web processes; otherwise a cheap no-op).

@@ -4,6 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("api/v1/", include("rms.api.urls")),
     path("api/v1/", include("feedback.api.urls")),
+    path("api/v1/", include("delivery.api.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),

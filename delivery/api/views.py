@@ -1,0 +1,143 @@
+"""Webhook endpoints and deliveries (API.md "The closed loop"): admins only; thin views."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from delivery import selectors, services
+from delivery.models import WebhookDelivery
+from rms import changes
+from rms.api import pagination
+from rms.api.permissions import ADMIN
+
+ADMIN_ONLY = {"*": (ADMIN,)}
+
+
+def _object_body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    return request.data
+
+
+class WebhookListView(APIView):
+    roles = ADMIN_ONLY
+
+    @extend_schema(operation_id="webhooks_list", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        rows = [selectors.endpoint_out(e) for e in selectors.endpoints_with_stats()]
+        return Response({"results": rows, "next": None})
+
+    @extend_schema(
+        operation_id="webhooks_create",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+        description="Register an endpoint; the answer carries its secret, shown only here.",
+    )
+    def post(self, request):
+        body = _object_body(request)
+        unknown = sorted(set(body) - {"url", "namespaces", "event_types", "description"})
+        if unknown:
+            raise ValidationError({name: ["Unknown field."] for name in unknown})
+        if "url" not in body:
+            raise ValidationError({"url": ["This field is required."]})
+        endpoint, secret = services.endpoint_create(
+            created_by=request.auth.name,
+            url=body["url"],
+            namespaces=_list(body, "namespaces"),
+            event_types=_list(body, "event_types"),
+            description=body.get("description", ""),
+        )
+        return Response({**selectors.endpoint_out(endpoint), "secret": secret}, status=201)
+
+
+def _list(body: dict, name: str) -> list:
+    value = body.get(name, [])
+    if not isinstance(value, list):
+        raise ValidationError({name: ["Must be a list."]})
+    return value
+
+
+class WebhookDetailView(APIView):
+    roles = ADMIN_ONLY
+
+    def _one(self, webhook_id):
+        endpoint = services.get_endpoint(webhook_id)
+        return selectors.endpoints_with_stats().get(pk=endpoint.pk)
+
+    @extend_schema(operation_id="webhooks_retrieve", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, webhook_id):
+        return Response(selectors.endpoint_out(self._one(webhook_id)))
+
+    @extend_schema(
+        operation_id="webhooks_update",
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def patch(self, request, webhook_id):
+        endpoint = services.endpoint_update(endpoint_id=webhook_id, data=_object_body(request))
+        return Response(selectors.endpoint_out(self._one(endpoint.pk)))
+
+    @extend_schema(operation_id="webhooks_destroy", responses={204: None})
+    def delete(self, request, webhook_id):
+        services.endpoint_delete(endpoint_id=webhook_id)
+        return Response(status=204)
+
+
+class WebhookRotateView(APIView):
+    roles = ADMIN_ONLY
+
+    @extend_schema(
+        operation_id="webhooks_rotate_secret", request=None, responses={200: OpenApiTypes.OBJECT}
+    )
+    def post(self, request, webhook_id):
+        return Response({"secret": services.endpoint_rotate_secret(endpoint_id=webhook_id)})
+
+
+class WebhookTestView(APIView):
+    roles = ADMIN_ONLY
+
+    @extend_schema(operation_id="webhooks_test", request=None, responses={202: OpenApiTypes.OBJECT})
+    def post(self, request, webhook_id):
+        delivery = services.endpoint_test(endpoint_id=webhook_id)
+        return Response(selectors.delivery_out(delivery), status=202)
+
+
+class DeliveryListView(APIView):
+    roles = ADMIN_ONLY
+
+    @extend_schema(
+        operation_id="webhooks_deliveries",
+        parameters=[
+            OpenApiParameter("state", OpenApiTypes.STR, enum=list(WebhookDelivery.STATES)),
+            OpenApiParameter("event_type", OpenApiTypes.STR, enum=list(changes.EVENT_TYPES)),
+            OpenApiParameter("cursor", OpenApiTypes.STR),
+            OpenApiParameter("page_size", OpenApiTypes.INT),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request, webhook_id):
+        endpoint = services.get_endpoint(webhook_id)
+        state = request.query_params.get("state") or None
+        if state is not None and state not in WebhookDelivery.STATES:
+            raise ValidationError({"state": ["Must be pending, succeeded or failed."]})
+        event_type = request.query_params.get("event_type") or None
+        if event_type is not None and event_type not in changes.EVENT_TYPES:
+            raise ValidationError({"event_type": ["Unknown event type."]})
+        qs = selectors.deliveries(endpoint=endpoint, state=state, event_type=event_type)
+        rows, next_url = pagination.created_at_page(request, qs, newest_first=True)
+        return Response({"results": [selectors.delivery_out(d) for d in rows], "next": next_url})
+
+
+class DeliveryRetryView(APIView):
+    roles = ADMIN_ONLY
+
+    @extend_schema(
+        operation_id="webhooks_delivery_retry", request=None, responses={202: OpenApiTypes.OBJECT}
+    )
+    def post(self, request, webhook_id, delivery_id):
+        delivery = services.delivery_retry(endpoint_id=webhook_id, delivery_id=delivery_id)
+        return Response(selectors.delivery_out(delivery), status=202)

@@ -1,0 +1,328 @@
+"""The webhook dispatcher: follows the change feed for every active endpoint and delivers.
+
+One pass (``run_pass``, the ``dispatch_webhooks`` task) does two things, each safe to run on any
+number of workers at once:
+
+1. **Pump.** For each active endpoint, read the feed after its cursor (no transaction, no lock),
+   then in one short transaction move the cursor by compare-and-swap and create one delivery per
+   event (unique per endpoint and event). A dispatcher that lost the race writes nothing.
+2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, at most PER_ENDPOINT in
+   flight per endpoint and none of an endpoint inside its backoff, commit, and only then POST
+   them from a thread pool — no HTTP call ever runs while a database lock is held. Each attempt
+   records its outcome in its own short transaction and releases the lease.
+
+A slow endpoint holds at most PER_ENDPOINT pool threads for at most the timeout; the pass waits
+for its attempts only briefly, so the next pass (and every other endpoint) goes on. A worker
+lost mid-attempt leaves a lease that expires: the delivery is attempted again with the same
+``webhook-id`` (at least once, as the Standard Webhooks specification expects).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from delivery import policy, safety
+from delivery.models import WebhookDelivery, WebhookEndpoint
+from rms import changes
+
+logger = logging.getLogger(__name__)
+
+PER_ENDPOINT = 4
+CLAIM_LIMIT = 64
+PUMP_PAGE = 500
+PUMP_PAGES = 20  # per endpoint and pass: a long backlog is worked off over several passes
+LEASE = timedelta(seconds=policy.TIMEOUT + 20)
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's delivery threads (made after a fork, so each worker process has its own)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.RMS_WEBHOOK_THREADS, thread_name_prefix="webhook"
+            )
+        return _pool
+
+
+def body_of(event: dict) -> str:
+    """The delivered body: the event's canonical JSON, identical on every retry."""
+    return json.dumps(event, sort_keys=True, separators=(",", ":"))
+
+
+def endpoint_types(endpoint: WebhookEndpoint) -> frozenset[str] | None:
+    types = frozenset(endpoint.event_types) & frozenset(changes.FEED_TYPES)
+    return types or None
+
+
+# --- pump ---------------------------------------------------------------------------------------
+
+
+def pump(endpoint_ids=None) -> int:
+    """Turn new feed events into deliveries for every active endpoint; returns how many."""
+    qs = WebhookEndpoint.objects.filter(state=WebhookEndpoint.ACTIVE)
+    if endpoint_ids is not None:
+        qs = qs.filter(pk__in=endpoint_ids)
+    created = 0
+    for endpoint in qs.only("id", "namespaces", "event_types", "cursor_txid", "cursor_seq"):
+        for _ in range(PUMP_PAGES):
+            made, more = _pump_page(endpoint)
+            created += made
+            if not more:
+                break
+    return created
+
+
+def _pump_page(endpoint: WebhookEndpoint) -> tuple[int, bool]:
+    after = changes.Position(endpoint.cursor_txid, endpoint.cursor_seq)
+    page = changes.read(
+        after,
+        limit=PUMP_PAGE,
+        namespaces=endpoint.namespaces or None,
+        types=endpoint_types(endpoint),
+    )
+    if page.next == after:
+        return 0, False
+    rows = [
+        WebhookDelivery(
+            endpoint_id=endpoint.pk,
+            event_id=event["id"],
+            event_type=event["type"],
+            event=event,
+            next_attempt_at=timezone.now(),
+        )
+        for event in page.events
+    ]
+    with transaction.atomic():
+        moved = WebhookEndpoint.objects.filter(
+            pk=endpoint.pk,
+            state=WebhookEndpoint.ACTIVE,
+            cursor_txid=after.txid,
+            cursor_seq=after.seq,
+        ).update(cursor_txid=page.next.txid, cursor_seq=page.next.seq)
+        if not moved:  # another dispatcher took this page (or the endpoint changed)
+            return 0, False
+        WebhookDelivery.objects.bulk_create(rows, ignore_conflicts=True)
+    endpoint.cursor_txid, endpoint.cursor_seq = page.next.txid, page.next.seq
+    return len(rows), page.has_more
+
+
+# --- claim and attempt --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claimed:
+    delivery_id: object
+    endpoint_id: object
+    url: str
+    secret: str
+    event: dict
+    lease_until: datetime
+
+
+def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Claimed]:
+    """Due deliveries of active endpoints outside their backoff, each claimed by a
+    compare-and-swap on its lease (so two dispatchers never both send one)."""
+    now = now or timezone.now()
+    busy: dict = {}
+    for endpoint_id in WebhookDelivery.objects.filter(
+        state=WebhookDelivery.PENDING, lease_until__gt=now
+    ).values_list("endpoint_id", flat=True):
+        busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
+    candidates = (
+        WebhookDelivery.objects.filter(
+            state=WebhookDelivery.PENDING,
+            next_attempt_at__lte=now,
+            endpoint__state=WebhookEndpoint.ACTIVE,
+        )
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now))
+        .filter(Q(endpoint__blocked_until__isnull=True) | Q(endpoint__blocked_until__lte=now))
+        .order_by("next_attempt_at", "created_at")
+        .values_list("pk", "endpoint_id", "endpoint__url", "endpoint__secret", "event")[: limit * 4]
+    )
+    lease_until = now + LEASE
+    claimed: list[Claimed] = []
+    for pk, endpoint_id, url, secret, event in candidates:
+        if len(claimed) >= limit or busy.get(endpoint_id, 0) >= PER_ENDPOINT:
+            continue
+        won = (
+            WebhookDelivery.objects.filter(pk=pk, state=WebhookDelivery.PENDING)
+            .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now))
+            .update(lease_until=lease_until)
+        )
+        if won:
+            busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
+            claimed.append(Claimed(pk, endpoint_id, url, secret, event, lease_until))
+    return claimed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None
+    latency_ms: float | None
+    error: str
+
+
+def send(claim: Claimed, *, now: datetime | None = None) -> Outcome:
+    """POST one event, signed per the Standard Webhooks specification, to the checked address.
+    Never raises: every failure is an Outcome with a message that names no secret."""
+    now = now or timezone.now()
+    body = body_of(claim.event)
+    msg_id = claim.event["id"]
+    try:
+        target = safety.resolve(claim.url)
+    except safety.UnsafeURL as exc:
+        return Outcome(None, None, f"refused: {exc}")
+    signature = Webhook(claim.secret).sign(msg_id, now, body)
+    headers = {
+        "content-type": "application/json",
+        "user-agent": "rms-feedback-webhooks/1",
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signature,
+        "host": target.host if ":" not in target.host else f"[{target.host}]",
+    }
+    port = httpx.URL(claim.url).port
+    if port:
+        headers["host"] = f"{headers['host']}:{port}"
+    started = time.perf_counter()
+    try:
+        with httpx.Client(timeout=policy.TIMEOUT, follow_redirects=False, trust_env=False) as c:
+            response = c.post(
+                target.url,
+                content=body.encode(),
+                headers=headers,
+                extensions={"sni_hostname": target.host},
+            )
+        latency = (time.perf_counter() - started) * 1000
+    except httpx.TimeoutException:
+        return Outcome(None, (time.perf_counter() - started) * 1000, "timeout after 10 s")
+    except httpx.HTTPError as exc:
+        return Outcome(None, None, f"{type(exc).__name__}: {_short(str(exc))}")
+    if policy.is_success(response.status_code):
+        return Outcome(response.status_code, latency, "")
+    return Outcome(response.status_code, latency, f"HTTP {response.status_code}")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def record(claim: Claimed, outcome: Outcome, *, now: datetime | None = None) -> str:
+    """Store one attempt's outcome (one short transaction) and move the endpoint's health:
+    success clears its backoff; failure backs it off, and 24 h without success disables it.
+    Returns the delivery's new state. A lost lease (another dispatcher re-claimed an expired
+    one) still records: the receiver got the call either way."""
+    now = now or timezone.now()
+    schedule = settings.RMS_WEBHOOK_RETRY_SCHEDULE
+    with transaction.atomic():
+        delivery = WebhookDelivery.objects.select_for_update().filter(pk=claim.delivery_id).first()
+        if delivery is None:  # the endpoint was deleted meanwhile
+            return WebhookDelivery.FAILED
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=claim.endpoint_id)
+        delivery.attempts += 1
+        delivery.first_attempt_at = delivery.first_attempt_at or now
+        delivery.retry_until = delivery.retry_until or now + settings.RMS_WEBHOOK_RETRY_WINDOW
+        delivery.last_attempt_at = now
+        delivery.response_status = outcome.status
+        delivery.latency_ms = outcome.latency_ms
+        delivery.last_error = outcome.error
+        delivery.lease_until = None
+        if policy.is_success(outcome.status):
+            delivery.state = WebhookDelivery.SUCCEEDED
+            delivery.next_attempt_at = None
+            endpoint.last_success_at = now
+            endpoint.failing_since = None
+            endpoint.consecutive_failures = 0
+            endpoint.blocked_until = None
+        else:
+            at = policy.next_attempt(
+                now=now,
+                attempts=delivery.attempts,
+                retry_until=delivery.retry_until,
+                unit_random=random.random(),
+                schedule=schedule,
+            )
+            delivery.state = WebhookDelivery.PENDING if at else WebhookDelivery.FAILED
+            delivery.next_attempt_at = at
+            endpoint.last_failure_at = now
+            endpoint.failing_since = endpoint.failing_since or now
+            endpoint.consecutive_failures += 1  # the row is locked: no lost update
+            delay = policy.retry_delay(endpoint.consecutive_failures, random.random(), schedule)
+            endpoint.blocked_until = now + timedelta(seconds=delay)
+        delivery.save()
+        window = settings.RMS_WEBHOOK_DISABLE_AFTER
+        if (
+            not policy.is_success(outcome.status)
+            and endpoint.state == WebhookEndpoint.ACTIVE
+            and policy.should_disable(failing_since=endpoint.failing_since, now=now, window=window)
+        ):
+            hours = window.total_seconds() / 3600
+            disable(endpoint, f"No successful delivery for {hours:g} h.", now=now)
+            delivery.refresh_from_db(fields=["state", "next_attempt_at"])
+        endpoint.save()
+    return delivery.state
+
+
+def disable(endpoint: WebhookEndpoint, reason: str, *, now: datetime) -> None:
+    """Disable (inside the caller's transaction): its pending deliveries fail, so nothing is
+    attempted while it is disabled; they stay in the log for a manual retry after re-enabling."""
+    endpoint.state = WebhookEndpoint.DISABLED
+    endpoint.disabled_reason = reason
+    WebhookDelivery.objects.filter(endpoint=endpoint, state=WebhookDelivery.PENDING).update(
+        state=WebhookDelivery.FAILED,
+        next_attempt_at=None,
+        lease_until=None,
+        last_error="endpoint disabled",
+    )
+    logger.warning("webhook endpoint %s disabled: %s", endpoint.pk, reason)
+
+
+def attempt(claim: Claimed) -> str:
+    """Send and record one claimed delivery (on a pool thread: its own DB connection)."""
+    try:
+        return record(claim, send(claim))
+    finally:
+        connection.close()
+
+
+# --- one pass -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PassResult:
+    created: int
+    claimed: int
+    finished: int
+
+
+def run_pass(*, wait: float = 2.0) -> PassResult:
+    """Pump, claim and start the due attempts; wait up to ``wait`` seconds for them. Attempts
+    still running then finish on their threads (they hold their lease, not a lock)."""
+    close_old_connections()
+    created = pump()
+    claimed = claim_due()
+    futures = [pool().submit(attempt, claim) for claim in claimed]
+    done, _ = wait_for(futures, timeout=wait) if futures else (set(), set())
+    for future in done:
+        if future.exception() is not None:
+            logger.error("webhook attempt failed: %r", future.exception())
+    return PassResult(created, len(claimed), len(done))
