@@ -193,3 +193,29 @@ def test_a_400_item_goes_to_on_error_with_its_body_and_the_rest_is_sent(env):
     ]
     assert "injections.0.object_id" in errors[0][1].fields
     assert FeedbackSession.objects.count() == 1
+
+
+def test_the_async_clients_recorder_survives_the_same_faults(env):
+    """AsyncRMSClient.recorder(): the same thread-based recorder (leaving an interaction only
+    enqueues, so it never blocks the event loop), through the same faults."""
+    import asyncio
+
+    from rms_client import AsyncRMSClient
+
+    ids = _objects(2)
+
+    async def agent(proxy_url):
+        async with AsyncRMSClient(proxy_url, env.client, **FAST) as client:
+            rec = client.recorder(flush_at=50, flush_interval=0.1)
+            for i in range(300):
+                with rec.interaction("support", context_budget=100, session_id=f"a-{i}") as it:
+                    it.injected(ids[i % 2], token_cost=10)
+                if i % 50 == 0:
+                    await asyncio.sleep(0)
+            assert rec.close(timeout=60)
+            return rec.stats
+
+    with FaultProxy(env.url, batch_faults) as proxy:
+        stats = asyncio.run(agent(proxy.url))
+    assert stats["sent"] == 300 and stats["failed"] == 0 and stats["retried"] > 0
+    assert FeedbackSession.objects.filter(session_id__startswith="a-").count() == 300
