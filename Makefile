@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install run test bench lint format clean
 
-$(STAMP): pyproject.toml
+# The Python client (clients/python, its own distribution) is installed editable beside the
+# service, with its LangChain extra, so `make test` tests it too.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[langchain]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,4 +37,4 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var/ *.egg-info
+	rm -rf $(VENV) var/ *.egg-info clients/python/src/*.egg-info

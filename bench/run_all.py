@@ -69,6 +69,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
         300,
     ),
     ("profile_ingest.py", [], ["--batches", "1", "--objects", "1000"], 300),
+    ("bench_client.py", [], ["--calls", "3000", "--sessions", "1000"], 600),
 ]
 
 
