@@ -122,7 +122,9 @@ _UNIT_WORDS = _words(
     second seconds minute minutes min mins hour hours hr hrs day days week weeks month months
     year years time times percent kg kilo kilos kilogram kilograms km kilometre kilometres
     kilometer kilometers metre metres meter meters cm mm gram grams g ml litre litres liter liters
-    euro euros eur dollar dollars usd pound pounds gbp degree degrees
+    euro euros eur dollar dollars usd pound pounds gbp degree degrees yen
+    gb mb kb tb ms gigabyte gigabytes megabyte megabytes kilobyte kilobytes terabyte terabytes
+    millisecond milliseconds
     """
 )
 
@@ -145,6 +147,16 @@ _UNIT_CANON = {
     "litres": "liter",
     "metre": "meter",
     "metres": "meter",
+    "gigabyte": "gb",
+    "gigabytes": "gb",
+    "megabyte": "mb",
+    "megabytes": "mb",
+    "kilobyte": "kb",
+    "kilobytes": "kb",
+    "terabyte": "tb",
+    "terabytes": "tb",
+    "millisecond": "ms",
+    "milliseconds": "ms",
 }
 
 # "one" is left out: it is far more often a pronoun ("the aluminium one") than a number.
@@ -331,11 +343,135 @@ class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so che
     parts: tuple[str, ...] = ()  # for identifiers: keys of the alphanumeric parts
 
 
+# --------------------------------------------------------------------------------------------
+# Number and unit normalisation (issue #18): one spelling for one quantity
+# --------------------------------------------------------------------------------------------
+
+_TEENS = {
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_ONES = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+}
+_COMPOUND_RE = re.compile(
+    r"\b(" + "|".join(_TENS) + r")[- ](" + "|".join(_ONES) + r")\b", re.IGNORECASE
+)
+_TEENS_RE = re.compile(r"\b(" + "|".join(_TEENS) + r")\b", re.IGNORECASE)
+_DURATIONS = (  # longest first
+    (re.compile(r"\bthree[- ]quarters of an hour\b", re.I), "45 minutes"),
+    (re.compile(r"\b(?:an|one) hour and a half\b", re.I), "90 minutes"),
+    (re.compile(r"\b(?:one and a half|1\.5) hours?\b", re.I), "90 minutes"),
+    (re.compile(r"\bhalf an hour\b|\bhalf-hour\b|\bhalf hour\b", re.I), "30 minutes"),
+    (re.compile(r"\b(?:a )?quarter of an hour\b|\bquarter-hour\b", re.I), "15 minutes"),
+    (re.compile(r"\ba dozen\b", re.I), "12"),
+    (re.compile(r"\bnoon\b|\bmidday\b", re.I), "12:00"),
+    (re.compile(r"\bmidnight\b", re.I), "00:00"),
+)
+# 5 pm, 5pm, 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 stays 9:05 -> 09:05
+_CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
+_FULL_HOUR_RE = re.compile(r"(\d\d):00")
+_HHMM_RE = re.compile(r"\b(\d{1,2}):(\d\d)\b(?!:)")
+_CURRENCY_RE = re.compile(r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?[kKmM]\b)?")
+_CURRENCY_WORD = {"€": "euros", "$": "dollars", "£": "pounds", "¥": "yen"}
+_SCALED_RE = re.compile(r"\b(\d+(?:\.\d+)?)\s?([kK]|[mM]|million|thousand)\b(?![-\w])")
+_VERSION_RE = re.compile(r"\b[vV](\d+(?:\.\d+)+|\d+)\b")
+_GLUED_UNIT_RE = re.compile(
+    r"\b(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s)\b", re.IGNORECASE
+)
+_GLUED_UNIT = {
+    "h": "hours",
+    "hr": "hours",
+    "hrs": "hours",
+    "s": "seconds",
+    "min": "minutes",
+    "mins": "minutes",
+}
+_PERCENT_RE = re.compile(r"(\d)\s?%")
+_SCALE = {"k": 1000, "thousand": 1000, "m": 1_000_000, "million": 1_000_000}
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def _clock(match: re.Match) -> str:
+    hour, minute, half = int(match.group(1)), match.group(2) or "00", match.group(3).lower()
+    if hour > 12:
+        return match.group(0)
+    hour = hour % 12 + (12 if half == "p" else 0)
+    return f"{hour:02d}:{minute}"
+
+
+def _scaled(match: re.Match) -> str:
+    return _plain(float(match.group(1)) * _SCALE[match.group(2).lower()])
+
+
+def _currency(match: re.Match) -> str:
+    amount = float(match.group(2))
+    if match.group(3):
+        amount *= _SCALE[match.group(3).strip().lower()]
+    return f"{_plain(amount)} {_CURRENCY_WORD[match.group(1)]}"
+
+
+def _normalise_numbers(text: str) -> str:
+    """Rewrite equivalent forms of a quantity into one: "€1,200" -> "1200 euros", "2.5k" ->
+    "2500", "5 pm" -> "17:00", "three quarters of an hour" -> "45 minutes", "v3.11" -> "3.11",
+    "5GB" -> "5 gb", "twenty-five" -> "25", "15%" -> "15 percent". Thousands separators are
+    already gone."""
+    if not _HAS_DIGIT_RE.search(text) and not _WORDY_NUMBER_RE.search(text):
+        return text
+    for pattern, repl in _DURATIONS:
+        text = pattern.sub(repl, text)
+    text = _COMPOUND_RE.sub(
+        lambda m: str(_TENS[m.group(1).lower()] + _ONES[m.group(2).lower()]), text
+    )
+    text = _TEENS_RE.sub(lambda m: str(_TEENS[m.group(1).lower()]), text)
+    text = _CURRENCY_RE.sub(_currency, text)
+    text = _CLOCK_RE.sub(_clock, text)
+    text = _HHMM_RE.sub(lambda m: f"{int(m.group(1)):02d}:{m.group(2)}", text)
+    text = _SCALED_RE.sub(_scaled, text)
+    text = _VERSION_RE.sub(r"\1", text)
+    text = _GLUED_UNIT_RE.sub(
+        lambda m: f"{m.group(1)} {_GLUED_UNIT.get(m.group(2).lower(), m.group(2))}", text
+    )
+    return _PERCENT_RE.sub(r"\1 percent", text)
+
+
+_WORDY_NUMBER_RE = re.compile(
+    r"\b(?:" + "|".join([*_TEENS, *_TENS, "hour", "dozen", "noon", "midday", "midnight"]) + r")",
+    re.IGNORECASE,
+)
+
+
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
-    return _THOUSANDS_RE.sub("", text)  # 1,150 -> 1150
+    return _normalise_numbers(_THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
 
 
 def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
@@ -673,6 +809,11 @@ class LexicalScorer:
         at = -1 if term.key.isalnum() else resp.text.find(term.key)
         if at >= 0:
             return 1.0, {bisect_right(resp.sentence_starts, at) - 1: _POS}
+        hour = _FULL_HOUR_RE.fullmatch(term.key)
+        if hour:  # "10:00" (from "10 a.m.") against a bare "before 10"
+            where = resp.occurrences.get(str(int(hour.group(1))))
+            if where:
+                return self.identifier_part_credit, where
         if term.parts:  # "PG 15" for "PG-15": every part present in one sentence
             found = [resp.occurrences.get(p, {}) for p in term.parts]
             common = set(found[0]).intersection(*found[1:])
