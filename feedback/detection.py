@@ -18,6 +18,7 @@ is called once per response, so it can prepare the response a single time.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from bisect import bisect_right
@@ -190,6 +191,18 @@ _MONTHS = _words(
 _NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
 _NEGATION_VERBS = frozenset({"stopped", "quit", "quitting"})  # "stopped taking X" negates X
 _GIVE_UP = frozenset({"give", "gave", "given", "giving"})  # "gave up X" negates X
+# Cues of a state that is over (issue #18): "formerly", "used to", "no longer", "anymore"...
+_PAST_CUES = frozenset({"formerly", "previously", "former", "once-", "ex"})
+_POSTFIX_CUES = frozenset({"anymore", "discontinued", "deprecated"})
+_CHANGE_VERBS = frozenset(
+    {"replaced", "retired", "dropped", "ditched", "abandoned", "removed", "scrapped", "cancelled"}
+)
+_PASSIVE = frozenset({"been", "was", "were", "is", "are", "got", "be"})
+_MOVE_VERBS = frozenset(
+    {"switched", "switching", "moved", "moving", "migrated", "migrating", "changed", "away"}
+)
+_FROM_WORDS = frozenset({"from"})
+_CHANGE_STOPS = frozenset({"to", "into", "onto", "with", "by", "for", "towards"})
 # A negation reaches at most this many tokens, and stops at a clause boundary.
 _NEGATION_WINDOW = 6
 _CLAUSE_WORDS = _words(
@@ -467,11 +480,86 @@ _WORDY_NUMBER_RE = re.compile(
 )
 
 
+# --------------------------------------------------------------------------------------------
+# The quoted user question (issue #18)
+# --------------------------------------------------------------------------------------------
+
+# A response that restates the user's question ("You asked: '...'", "> ...", "Re: '...'") has
+# the question's words without having used any memory; the restatement is dropped before
+# scoring, and what follows it is scored as usual (labelling guide E7, R8, U5).
+_QUOTE_FRAME_RE = re.compile(
+    r"(?:\b(?i:you(?:'re| are| were)? ask(?:ed|ing)(?: me)?|your question(?: was| is)?"
+    r"|you wrote|quoting you|to your question)\b|\b(?:Re|RE|Q)\s*:)[ \t]*[:,\-]?[ \t]*"
+)
+_BLOCKQUOTE_RE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_QUOTE_CHARS = "'\"“”"
+_QUOTE_REACH = 400
+
+
+def _strip_quoted_question(text: str) -> str:
+    """The text without restatements of the user's question (replaced by a sentence break)."""
+    if ">" in text:
+        text = _BLOCKQUOTE_RE.sub(" . ", text)
+    if _QUOTE_FRAME_RE.search(text) is None:
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in _QUOTE_FRAME_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        rest = text[m.end() : m.end() + _QUOTE_REACH]
+        line = rest.split("\n", 1)[0]
+        q = line.find("?")
+        if q >= 0:
+            end = q + 1
+            while end < len(line) and line[end] in _QUOTE_CHARS:
+                end += 1
+        elif line[:1] in _QUOTE_CHARS:
+            close = line.find(line[0] if line[0] in "'\"" else "”", 1)
+            end = close + 1 if close > 0 else len(line)
+        else:
+            stop = re.search(r"[.!](?:\s|$)", line)
+            end = stop.end() if stop else len(line)
+        out.append(text[pos : m.start()])
+        out.append(" . ")
+        pos = m.end() + end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
     return _normalise_numbers(_THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
+
+
+# --------------------------------------------------------------------------------------------
+# Word weights from word frequencies (issue #18)
+# --------------------------------------------------------------------------------------------
+
+# A content word weighs by how rare it is in English (wordfreq's Zipf scale: 7 = "the",
+# 3 = "penicillin"): rarer words are less likely to be shared by chance. Linear in Zipf between
+# _IDF_COMMON and _IDF_RARE; words missing from the list count as rare.
+_IDF_COMMON = (5.5, 0.5)  # Zipf 5.5 and above ("school", "team"): weight 0.5
+_IDF_SLOPE = 0.45  # weight gained per Zipf point below 5.5
+_IDF_MAX = 1.8  # Zipf 2.7 and below, or unknown
+
+
+@lru_cache(maxsize=1)
+def _frequencies() -> dict[str, float]:
+    import wordfreq  # loaded on first use: about 0.15 s, 321k words
+
+    return wordfreq.get_frequency_dict("en", wordlist="large")
+
+
+def _idf_weight(word: str) -> float:
+    freq = _frequencies().get(word)
+    if not freq:
+        return _IDF_MAX
+    zipf = math.log10(freq) + 9.0
+    common, floor = _IDF_COMMON
+    return min(_IDF_MAX, max(floor, floor + (common - zipf) * _IDF_SLOPE))
 
 
 def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
@@ -502,8 +590,7 @@ def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
         return _Token(key, _PROPER, _W_ACRONYM, negated, True)
     if capitalised and not sentence_start:
         return _Token(key, _PROPER, _W_PROPER, negated, True)
-    weight = _W_SHORT_WORD if len(low) <= 3 else _W_WORD
-    return _Token(key, _WORD, weight, negated, False)
+    return _Token(key, _WORD, _idf_weight(low), negated, False)
 
 
 def _split_compound(raw: str, negated: bool, sentence_start: bool) -> list[_Token]:
@@ -586,6 +673,8 @@ def _tokenise(text: str) -> _Tokens:
     sentence_starts: list[int] = [0]
     clause = sentence = 0
     neg_left = 0
+    neg_stops: frozenset[str] = frozenset()
+    scope_start = 0  # first token of the current clause: how far back "... anymore" reaches
     prev_low = ""
     # [gap, token, gap, token, ..., gap]: faster than finditer, and the gaps come for free.
     pieces = _TOKEN_SPLIT_RE.split(text)
@@ -601,6 +690,7 @@ def _tokenise(text: str) -> _Tokens:
             sentence_start = (prev_low == "") or not _SENTENCE_PUNCT.isdisjoint(gap)
             if not _CLAUSE_PUNCT.isdisjoint(gap) or " - " in gap:
                 neg_left = 0
+                scope_start = len(tokens)
                 clause += 1
                 if tokens and not _SENTENCE_END.isdisjoint(gap):
                     sentence_starts.append(start)
@@ -608,6 +698,9 @@ def _tokenise(text: str) -> _Tokens:
         lexed, low, cue = _lex(raw, sentence_start)
         if low in _CLAUSE_WORDS:
             neg_left = 0
+            scope_start = len(tokens)
+        elif neg_left and low in neg_stops:
+            neg_left = 0  # "switched from Jenkins to GitHub Actions": the scope ends at "to"
         if low in _FACT_SPLIT_WORDS:
             clause += 1
         if lexed:
@@ -621,9 +714,19 @@ def _tokenise(text: str) -> _Tokens:
             cue
             or low in _NEGATION_CUES
             or low in _NEGATION_VERBS
+            or low in _PAST_CUES
             or (low == "up" and prev_low in _GIVE_UP)
+            or (low == "to" and prev_low == "used")  # "you used to live in Berlin"
         ):
             neg_left = _NEGATION_WINDOW
+            neg_stops = frozenset()
+        elif low in _CHANGE_VERBS or (low in _FROM_WORDS and prev_low in _MOVE_VERBS):
+            neg_left = _NEGATION_WINDOW  # "replaced Jenkins with ...", "moved from Berlin to"
+            neg_stops = _CHANGE_STOPS
+        if low in _POSTFIX_CUES or (low in _CHANGE_VERBS and prev_low in _PASSIVE):
+            # "Jenkins has been retired", "isn't your favourite anymore": back to clause start
+            for j in range(max(scope_start, len(tokens) - _NEGATION_WINDOW), len(tokens)):
+                tokens[j] = _negate(tokens[j])
         prev_low = low or prev_low
     return _Tokens(tokens, clauses, sentences, sentence_starts)
 
@@ -646,6 +749,9 @@ class _Response:
     has_numbers: bool
     text: str  # normalised, lower-cased, for identifier look-ups
     sentence_starts: tuple[int, ...]  # character offsets, for placing identifier look-ups
+    names_at: dict[int, frozenset[str]]  # sentence -> keys of the names in it
+    others_at: dict[int, frozenset[str]]  # sentence -> other people ("Bob's", "your friend")
+    quoted: bool  # a restatement of the user's question was dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -653,6 +759,7 @@ class _Memory:
     terms: tuple[_Token, ...]  # de-duplicated content terms, in order
     pairs: tuple[tuple[str, str], ...]  # adjacent non-generic terms, unordered
     facts: tuple[_Memory, ...] = ()  # its clauses, when it states several facts
+    subject: str | None = None  # "user", a possessor's key ("alice"), or None
 
 
 # A match: credit in [0, 1] (1.0 = exact) and where it occurred: {sentence: bits}.
@@ -680,8 +787,29 @@ def _is_anchor(tok: _Token) -> bool:
     )
 
 
+_DAYS = _words(
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday "
+    "christmas easter"
+)
+_DAY_STEMS = frozenset(_stem(w) for w in _DAYS | _MONTHS)
+
+
+def _entities(norm: str, starts: Sequence[int]) -> dict[int, frozenset[str]]:
+    """Per sentence: people other than the reader the text attributes things to."""
+    found: dict[int, set[str]] = {}
+    for m in _POSSESSOR_RE.finditer(norm):
+        low = m.group(1).lower()
+        if low in _STOP_WORDS or low in _GENERIC_WORDS or low in _DAYS or low in _MONTHS:
+            continue
+        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(low))
+    for m in _RELATION_RE.finditer(norm):
+        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(m.group(1).lower()))
+    return {s: frozenset(v) for s, v in found.items()}
+
+
 def _prepare_response(response: str) -> _Response:
-    norm = _normalise(response)
+    normalised = _normalise(response)
+    norm = _strip_quoted_question(normalised)
     occurrences: dict[str, dict[int, int]] = {}
     proper: set[str] = set()
     pairs: set[tuple[str, str]] = set()
@@ -711,6 +839,10 @@ def _prepare_response(response: str) -> _Response:
         window.append(key)
         if len(window) > _PAIR_WINDOW:
             del window[0]
+    names: dict[int, set[str]] = {}
+    for tok, sentence in zip(parsed.tokens, parsed.sentences, strict=True):
+        if tok.proper and tok.weight == _W_PROPER and tok.key not in _DAY_STEMS:
+            names.setdefault(sentence, set()).add(tok.key)
     return _Response(
         occurrences,
         frozenset(proper),
@@ -718,6 +850,9 @@ def _prepare_response(response: str) -> _Response:
         has_numbers,
         norm.lower(),
         tuple(parsed.sentence_starts),
+        {s: frozenset(v) for s, v in names.items()},
+        _entities(norm, parsed.sentence_starts),
+        norm is not normalised,
     )
 
 
@@ -738,17 +873,44 @@ def _build_memory(tokens: Sequence[_Token], facts: tuple[_Memory, ...] = ()) -> 
     return _Memory(terms, pairs, facts)
 
 
+_FACT_RARE_WEIGHT = 1.4  # a clause with one distinctive word this rare still states a fact
+
+
+def _is_fact(group: Sequence[_Token]) -> bool:
+    core = [t for t in group if t.cls not in (_GENERIC, _UNIT)]
+    return len(core) >= 2 or (len(core) == 1 and core[0].weight >= _FACT_RARE_WEIGHT)
+
+
+_RELATIONS = (
+    "friend|friends|sister|brother|mother|father|mum|mom|dad|parents?|wife|husband|partner|"
+    "spouse|son|daughter|colleague|coworker|co-worker|boss|neighbou?r|cousin|aunt|uncle|"
+    "grandmother|grandfather|grandma|grandpa|roommate|flatmate|housemate|classmate|"
+    "girlfriend|boyfriend|niece|nephew|fiancee?|in-laws?|sibling"
+)
+_RELATION_RE = re.compile(
+    r"\b(?:[Yy]our|[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Aa])\s+(?:\w+\s+)?(" + _RELATIONS + r")\b"
+)
+_POSSESSOR_RE = re.compile(r"\b([A-Z][a-z]+)'s\b")
+_USER_WORDS = frozenset({"user", "users", "customer", "customers", "client", "clients", "my", "i"})
+
+_SUBJECT_RE = re.compile(r"\s*(?:The\s+)?([A-Z][a-z]+)'s\b")
+_USER_RE = re.compile(r"\b(?:[Uu]ser|I|my|me)\b")
+
+
 def _prepare_memory(content: str) -> _Memory:
     parsed = _tokenise(_normalise(content))
     groups: dict[int, list[_Token]] = {}
     for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
         groups.setdefault(clause, []).append(tok)
-    facts = tuple(
-        _build_memory(group)
-        for group in groups.values()
-        if sum(t.cls not in (_GENERIC, _UNIT) for t in group) >= 2
-    )
-    return _build_memory(parsed.tokens, facts if len(facts) >= 2 else ())
+    facts = tuple(_build_memory(group) for group in groups.values() if _is_fact(group))
+    mem = _build_memory(parsed.tokens, facts if len(facts) >= 2 else ())
+    subject = None
+    m = _SUBJECT_RE.match(content)
+    if m:
+        subject = "user" if m.group(1).lower() in _USER_WORDS else _stem(m.group(1).lower())
+    elif _USER_RE.search(content):
+        subject = "user"
+    return _Memory(mem.terms, mem.pairs, mem.facts, subject)
 
 
 # --------------------------------------------------------------------------------------------
@@ -788,6 +950,7 @@ class LexicalScorer:
     contradiction_share: float = 0.3
     contradiction_factor: float = 0.25
     identifier_part_credit: float = 0.8
+    conflict_factor: float = 0.3
 
     def score(self, content: str, response: str) -> tuple[float, str]:
         return self.score_many([content], response)[0]
@@ -877,13 +1040,47 @@ class LexicalScorer:
                     contradicted_w += term.weight * credit
         if matched_w and contradicted_w / matched_w >= self.contradiction_share:
             score *= self.contradiction_factor
-            notes = [*notes, "negated in the response: a contradiction is not a use"]
+            notes = [*notes, "contradicts the memory: negated or no longer true in the response"]
+        elif window is not None and score >= self.threshold * self.conflict_factor:
+            note = self._conflict(mem, resp, matches, window)
+            if note:
+                score *= self.conflict_factor
+                notes = [*notes, note]
+        if resp.quoted:
+            notes = [*notes, "the quoted user question was ignored"]
         score = min(1.0, max(0.0, score))
         verdict = ">=" if score >= self.threshold else "<"
         reason = f"lexical {score:.2f} {verdict} {self.threshold:.2f}: {detail}"
         if notes:
             reason += "; " + "; ".join(notes)
         return score, reason
+
+    def _conflict(
+        self, mem: _Memory, resp: _Response, matches: dict[str, _Match], window: int
+    ) -> str | None:
+        """A different value or a different person where the memory's should be, or None."""
+        sentences = range(window, window + self.window_sentences)
+        keys = {t.key for t in mem.terms}
+        matched = {t.key for t in mem.terms if self._local(matches[t.key], window)[0]}
+        others = set().union(*(resp.others_at.get(s, ()) for s in sentences)) - keys
+        if mem.subject and mem.subject != "user" and mem.subject not in matched:
+            names = set().union(*(resp.names_at.get(s, ()) for s in sentences)) - keys
+            if others or names:
+                return f"about a different entity ({sorted(others or names)[0]}), not the memory's"
+        if mem.subject == "user" and others:
+            return f"about a different entity ({sorted(others)[0]}), not the user"
+        missing = [
+            t.key
+            for t in mem.terms
+            if (t.proper or t.key in resp.proper) and t.cls == _PROPER and t.key not in matched
+        ]
+        if missing and not mem.facts and matched - set(missing):
+            names = set().union(*(resp.names_at.get(s, ()) for s in sentences)) - keys
+            if names:
+                return (
+                    f"contradicts the memory: {sorted(names)[0]} where the memory has {missing[0]}"
+                )
+        return None
 
     def _base(
         self,
