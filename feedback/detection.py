@@ -535,6 +535,66 @@ def _normalise(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Synonyms (issue #18): a small, general English table, not derived from either labelled set.
+# Each group is written to one key (its first word) before stemming.
+# --------------------------------------------------------------------------------------------
+
+_SYNONYM_GROUPS = (
+    "car vehicle auto automobile",
+    "doctor physician gp",
+    "flat apartment",
+    "film movie",
+    "phone smartphone mobile cellphone",
+    "holiday vacation",
+    "trip journey",
+    "bike bicycle",
+    "purchase buy bought",
+    "begin start started",
+    "finish end",
+    "fix repair",
+    "large big",
+    "small little tiny",
+    "quick fast rapid",
+    "cheap inexpensive affordable",
+    "expensive pricey costly",
+    "job position role",
+    "medicine medication meds",
+    "sick ill unwell",
+    "allergy allergic",
+    "child kid kids children",
+    "mother mum mom",
+    "father dad",
+    "spouse wife husband",
+    "home house",
+    "email e-mail mail",
+    "repo repository",
+    "db database",
+    "config configuration",
+    "env environment",
+    "k8s kubernetes",
+    "postgres postgresql",
+    "js javascript",
+    "ts typescript",
+    "docs documentation",
+    "laptop notebook",
+    "sofa couch",
+    "trousers pants",
+    "lorry truck",
+    "petrol gasoline",
+    "salary wage",
+    "chips fries",
+    "aeroplane airplane plane",
+    "colour color",
+    "favourite favorite",
+    "centre center",
+    "organisation organization",
+    "deadline due",
+    "vegetarian veggie",
+)
+_SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.split()[1:]}
+
+
+# --------------------------------------------------------------------------------------------
 # Word weights from word frequencies (issue #18)
 # --------------------------------------------------------------------------------------------
 
@@ -581,6 +641,8 @@ def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
     if low in _STOP_WORDS and not (capitalised and low in _MONTHS and not sentence_start):
         return None
     low = _UNIT_CANON.get(low, low)
+    weight = _idf_weight(low)
+    low = _SYNONYMS.get(low, low)
     key = _stem(low)
     if key in _GENERIC_STEMS:
         return _Token(key, _GENERIC, _W_GENERIC, negated, False)
@@ -590,7 +652,7 @@ def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
         return _Token(key, _PROPER, _W_ACRONYM, negated, True)
     if capitalised and not sentence_start:
         return _Token(key, _PROPER, _W_PROPER, negated, True)
-    return _Token(key, _WORD, _idf_weight(low), negated, False)
+    return _Token(key, _WORD, weight, negated, False)
 
 
 def _split_compound(raw: str, negated: bool, sentence_start: bool) -> list[_Token]:
