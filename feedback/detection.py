@@ -394,15 +394,18 @@ _COMPOUND_RE = re.compile(
     r"\b(" + "|".join(_TENS) + r")[- ](" + "|".join(_ONES) + r")\b", re.IGNORECASE
 )
 _TEENS_RE = re.compile(r"\b(" + "|".join(_TEENS) + r")\b", re.IGNORECASE)
-_DURATIONS = (  # longest first
-    (re.compile(r"\bthree[- ]quarters of an hour\b", re.I), "45 minutes"),
-    (re.compile(r"\b(?:an|one) hour and a half\b", re.I), "90 minutes"),
-    (re.compile(r"\b(?:one and a half|1\.5) hours?\b", re.I), "90 minutes"),
-    (re.compile(r"\bhalf an hour\b|\bhalf-hour\b|\bhalf hour\b", re.I), "30 minutes"),
-    (re.compile(r"\b(?:a )?quarter of an hour\b|\bquarter-hour\b", re.I), "15 minutes"),
-    (re.compile(r"\ba dozen\b", re.I), "12"),
-    (re.compile(r"\bnoon\b|\bmidday\b", re.I), "12:00"),
-    (re.compile(r"\bmidnight\b", re.I), "00:00"),
+_DURATIONS = (  # (pattern, replacement), tried in this order at each position
+    (r"three[- ]quarters of an hour", "45 minutes"),
+    (r"(?:an|one) hour and a half", "90 minutes"),
+    (r"(?:one and a half|1\.5) hours?", "90 minutes"),
+    (r"half an hour|half-hour|half hour", "30 minutes"),
+    (r"(?:a )?quarter of an hour|quarter-hour", "15 minutes"),
+    (r"a dozen", "12"),
+    (r"noon|midday", "12:00"),
+    (r"midnight", "00:00"),
+)
+_DURATION_RE = re.compile(
+    r"\b(?:" + "|".join(f"({p})" for p, _ in _DURATIONS) + r")\b", re.IGNORECASE
 )
 # 5 pm, 5pm, 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 stays 9:05 -> 09:05
 _CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
@@ -450,34 +453,75 @@ def _currency(match: re.Match) -> str:
     return f"{_plain(amount)} {_CURRENCY_WORD[match.group(1)]}"
 
 
+_NUMBER_WORD_RE = re.compile(
+    r"\b(?:("
+    + "|".join(_TENS)
+    + r")(?:[- ]("
+    + "|".join(_ONES)
+    + r"))?|("
+    + "|".join(_TEENS)
+    + r"))\b",
+    re.IGNORECASE,
+)
+# One pass for the digit forms; the first alternative that matches wins.
+_QUANTITY_RE = re.compile(
+    r"\b(?:"
+    r"(?P<clock>(\d{1,2})(?::(\d\d))?\s?([apAP])\.?[mM]\b\.?)"
+    r"|(?P<hhmm>(\d{1,2}):(\d\d)\b(?!:))"
+    r"|(?P<scaled>(\d+(?:\.\d+)?)\s?([kK]|M|million|thousand)\b(?![-\w]))"
+    r"|(?P<glued>(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s|GB|MB|KB|TB)\b)"
+    r"|(?P<version>[vV](\d+(?:\.\d+)*)\b)"
+    r")"
+)
+
+
+def _number_word(match: re.Match) -> str:
+    if match.group(3):
+        return str(_TEENS[match.group(3).lower()])
+    tens = _TENS[match.group(1).lower()]
+    if match.group(2):
+        return str(tens + _ONES[match.group(2).lower()])
+    return match.group(0)  # a bare "twenty" is handled by the tokenizer's number words
+
+
+def _quantity(m: re.Match) -> str:
+    kind = m.lastgroup
+    g = m.groups()
+    if kind == "clock":
+        hour, minute, half = int(g[1]), g[2] or "00", g[3].lower()
+        if hour > 12:
+            return m.group(0)
+        return f"{hour % 12 + (12 if half == 'p' else 0):02d}:{minute}"
+    if kind == "hhmm":
+        return f"{int(g[5]):02d}:{g[6]}"
+    if kind == "scaled":
+        return _plain(float(g[8]) * _SCALE[g[9].lower()])
+    if kind == "glued":
+        return f"{g[11]} {_GLUED_UNIT.get(g[12].lower(), g[12].lower())}"
+    return g[14]
+
+
 def _normalise_numbers(text: str) -> str:
     """Rewrite equivalent forms of a quantity into one: "€1,200" -> "1200 euros", "2.5k" ->
     "2500", "5 pm" -> "17:00", "three quarters of an hour" -> "45 minutes", "v3.11" -> "3.11",
     "5GB" -> "5 gb", "twenty-five" -> "25", "15%" -> "15 percent". Thousands separators are
     already gone."""
-    if not _HAS_DIGIT_RE.search(text) and not _WORDY_NUMBER_RE.search(text):
+    low = text.lower()
+    if "hour" in low or "dozen" in low or "noon" in low or "mid" in low:
+        text = _DURATION_RE.sub(lambda m: _DURATIONS[m.lastindex - 1][1], text)
+    if _NUMBER_WORD_HINT_RE.search(low):
+        text = _NUMBER_WORD_RE.sub(_number_word, text)
+    if not _HAS_DIGIT_RE.search(text):
         return text
-    for pattern, repl in _DURATIONS:
-        text = pattern.sub(repl, text)
-    text = _COMPOUND_RE.sub(
-        lambda m: str(_TENS[m.group(1).lower()] + _ONES[m.group(2).lower()]), text
-    )
-    text = _TEENS_RE.sub(lambda m: str(_TEENS[m.group(1).lower()]), text)
-    text = _CURRENCY_RE.sub(_currency, text)
-    text = _CLOCK_RE.sub(_clock, text)
-    text = _HHMM_RE.sub(lambda m: f"{int(m.group(1)):02d}:{m.group(2)}", text)
-    text = _SCALED_RE.sub(_scaled, text)
-    text = _VERSION_RE.sub(r"\1", text)
-    text = _GLUED_UNIT_RE.sub(
-        lambda m: f"{m.group(1)} {_GLUED_UNIT.get(m.group(2).lower(), m.group(2))}", text
-    )
+    if "€" in text or "$" in text or "£" in text or "¥" in text:
+        text = _CURRENCY_RE.sub(_currency, text)
+    text = _QUANTITY_RE.sub(_quantity, text)
+    if "%" not in text:
+        return text
     return _PERCENT_RE.sub(r"\1 percent", text)
 
 
-_WORDY_NUMBER_RE = re.compile(
-    r"\b(?:" + "|".join([*_TEENS, *_TENS, "hour", "dozen", "noon", "midday", "midnight"]) + r")",
-    re.IGNORECASE,
-)
+_NUMBER_WORD_HINT_RE = re.compile(r"(?:" + "|".join([*_TEENS, *_TENS]) + r")")
 
 
 # --------------------------------------------------------------------------------------------
