@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from feedback import detection, ingest, selectors, services, taskruns, utility
+from feedback import detection, embedding, ingest, selectors, services, taskruns, utility
 from feedback.api import fastpath, serializers
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
 from rms import services as core
@@ -242,6 +242,7 @@ class DetectView(APIView):
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
+            embedding.service_scorer(),
         )
         return Response(
             {
