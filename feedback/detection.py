@@ -18,6 +18,7 @@ is called once per response, so it can prepare the response a single time.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from bisect import bisect_right
@@ -122,7 +123,9 @@ _UNIT_WORDS = _words(
     second seconds minute minutes min mins hour hours hr hrs day days week weeks month months
     year years time times percent kg kilo kilos kilogram kilograms km kilometre kilometres
     kilometer kilometers metre metres meter meters cm mm gram grams g ml litre litres liter liters
-    euro euros eur dollar dollars usd pound pounds gbp degree degrees
+    euro euros eur dollar dollars usd pound pounds gbp degree degrees yen
+    gb mb kb tb ms gigabyte gigabytes megabyte megabytes kilobyte kilobytes terabyte terabytes
+    millisecond milliseconds
     """
 )
 
@@ -145,6 +148,16 @@ _UNIT_CANON = {
     "litres": "liter",
     "metre": "meter",
     "metres": "meter",
+    "gigabyte": "gb",
+    "gigabytes": "gb",
+    "megabyte": "mb",
+    "megabytes": "mb",
+    "kilobyte": "kb",
+    "kilobytes": "kb",
+    "terabyte": "tb",
+    "terabytes": "tb",
+    "millisecond": "ms",
+    "milliseconds": "ms",
 }
 
 # "one" is left out: it is far more often a pronoun ("the aluminium one") than a number.
@@ -178,6 +191,18 @@ _MONTHS = _words(
 _NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
 _NEGATION_VERBS = frozenset({"stopped", "quit", "quitting"})  # "stopped taking X" negates X
 _GIVE_UP = frozenset({"give", "gave", "given", "giving"})  # "gave up X" negates X
+# Cues of a state that is over (issue #18): "formerly", "used to", "no longer", "anymore"...
+_PAST_CUES = frozenset({"formerly", "previously", "former", "once-", "ex"})
+_POSTFIX_CUES = frozenset({"anymore", "discontinued", "deprecated"})
+_CHANGE_VERBS = frozenset(
+    {"replaced", "retired", "dropped", "ditched", "abandoned", "removed", "scrapped", "cancelled"}
+)
+_PASSIVE = frozenset({"been", "was", "were", "is", "are", "got", "be"})
+_MOVE_VERBS = frozenset(
+    {"switched", "switching", "moved", "moving", "migrated", "migrating", "changed", "away"}
+)
+_FROM_WORDS = frozenset({"from"})
+_CHANGE_STOPS = frozenset({"to", "into", "onto", "with", "by", "for", "towards"})
 # A negation reaches at most this many tokens, and stops at a clause boundary.
 _NEGATION_WINDOW = 6
 _CLAUSE_WORDS = _words(
@@ -331,11 +356,314 @@ class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so che
     parts: tuple[str, ...] = ()  # for identifiers: keys of the alphanumeric parts
 
 
+# --------------------------------------------------------------------------------------------
+# Number and unit normalisation (issue #18): one spelling for one quantity
+# --------------------------------------------------------------------------------------------
+
+_TEENS = {
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_ONES = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+}
+_COMPOUND_RE = re.compile(
+    r"\b(" + "|".join(_TENS) + r")[- ](" + "|".join(_ONES) + r")\b", re.IGNORECASE
+)
+_TEENS_RE = re.compile(r"\b(" + "|".join(_TEENS) + r")\b", re.IGNORECASE)
+_DURATIONS = (  # (pattern, replacement), tried in this order at each position
+    (r"three[- ]quarters of an hour", "45 minutes"),
+    (r"(?:an|one) hour and a half", "90 minutes"),
+    (r"(?:one and a half|1\.5) hours?", "90 minutes"),
+    (r"half an hour|half-hour|half hour", "30 minutes"),
+    (r"(?:a )?quarter of an hour|quarter-hour", "15 minutes"),
+    (r"a dozen", "12"),
+    (r"noon|midday", "12:00"),
+    (r"midnight", "00:00"),
+)
+_DURATION_RE = re.compile(
+    r"\b(?:" + "|".join(f"({p})" for p, _ in _DURATIONS) + r")\b", re.IGNORECASE
+)
+# 5 pm, 5pm, 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 stays 9:05 -> 09:05
+_CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
+_FULL_HOUR_RE = re.compile(r"(\d\d):00")
+_HHMM_RE = re.compile(r"\b(\d{1,2}):(\d\d)\b(?!:)")
+_CURRENCY_RE = re.compile(r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?[kKmM]\b)?")
+_CURRENCY_WORD = {"€": "euros", "$": "dollars", "£": "pounds", "¥": "yen"}
+_SCALED_RE = re.compile(r"\b(\d+(?:\.\d+)?)\s?([kK]|[mM]|million|thousand)\b(?![-\w])")
+_VERSION_RE = re.compile(r"\b[vV](\d+(?:\.\d+)+|\d+)\b")
+_GLUED_UNIT_RE = re.compile(
+    r"\b(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s)\b", re.IGNORECASE
+)
+_GLUED_UNIT = {
+    "h": "hours",
+    "hr": "hours",
+    "hrs": "hours",
+    "s": "seconds",
+    "min": "minutes",
+    "mins": "minutes",
+}
+_PERCENT_RE = re.compile(r"(\d)\s?%")
+_SCALE = {"k": 1000, "thousand": 1000, "m": 1_000_000, "million": 1_000_000}
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def _clock(match: re.Match) -> str:
+    hour, minute, half = int(match.group(1)), match.group(2) or "00", match.group(3).lower()
+    if hour > 12:
+        return match.group(0)
+    hour = hour % 12 + (12 if half == "p" else 0)
+    return f"{hour:02d}:{minute}"
+
+
+def _scaled(match: re.Match) -> str:
+    return _plain(float(match.group(1)) * _SCALE[match.group(2).lower()])
+
+
+def _currency(match: re.Match) -> str:
+    amount = float(match.group(2))
+    if match.group(3):
+        amount *= _SCALE[match.group(3).strip().lower()]
+    return f"{_plain(amount)} {_CURRENCY_WORD[match.group(1)]}"
+
+
+_NUMBER_WORD_RE = re.compile(
+    r"\b(?:("
+    + "|".join(_TENS)
+    + r")(?:[- ]("
+    + "|".join(_ONES)
+    + r"))?|("
+    + "|".join(_TEENS)
+    + r"))\b",
+    re.IGNORECASE,
+)
+# One pass for the digit forms; the first alternative that matches wins.
+_QUANTITY_RE = re.compile(
+    r"\b(?:"
+    r"(?P<clock>(\d{1,2})(?::(\d\d))?\s?([apAP])\.?[mM]\b\.?)"
+    r"|(?P<hhmm>(\d{1,2}):(\d\d)\b(?!:))"
+    r"|(?P<scaled>(\d+(?:\.\d+)?)\s?([kK]|M|million|thousand)\b(?![-\w]))"
+    r"|(?P<glued>(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s|GB|MB|KB|TB)\b)"
+    r"|(?P<version>[vV](\d+(?:\.\d+)*)\b)"
+    r")"
+)
+
+
+def _number_word(match: re.Match) -> str:
+    if match.group(3):
+        return str(_TEENS[match.group(3).lower()])
+    tens = _TENS[match.group(1).lower()]
+    if match.group(2):
+        return str(tens + _ONES[match.group(2).lower()])
+    return match.group(0)  # a bare "twenty" is handled by the tokenizer's number words
+
+
+def _quantity(m: re.Match) -> str:
+    kind = m.lastgroup
+    g = m.groups()
+    if kind == "clock":
+        hour, minute, half = int(g[1]), g[2] or "00", g[3].lower()
+        if hour > 12:
+            return m.group(0)
+        return f"{hour % 12 + (12 if half == 'p' else 0):02d}:{minute}"
+    if kind == "hhmm":
+        return f"{int(g[5]):02d}:{g[6]}"
+    if kind == "scaled":
+        return _plain(float(g[8]) * _SCALE[g[9].lower()])
+    if kind == "glued":
+        return f"{g[11]} {_GLUED_UNIT.get(g[12].lower(), g[12].lower())}"
+    return g[14]
+
+
+def _normalise_numbers(text: str) -> str:
+    """Rewrite equivalent forms of a quantity into one: "€1,200" -> "1200 euros", "2.5k" ->
+    "2500", "5 pm" -> "17:00", "three quarters of an hour" -> "45 minutes", "v3.11" -> "3.11",
+    "5GB" -> "5 gb", "twenty-five" -> "25", "15%" -> "15 percent". Thousands separators are
+    already gone."""
+    low = text.lower()
+    if "hour" in low or "dozen" in low or "noon" in low or "mid" in low:
+        text = _DURATION_RE.sub(lambda m: _DURATIONS[m.lastindex - 1][1], text)
+    if _NUMBER_WORD_HINT_RE.search(low):
+        text = _NUMBER_WORD_RE.sub(_number_word, text)
+    if not _HAS_DIGIT_RE.search(text):
+        return text
+    if "€" in text or "$" in text or "£" in text or "¥" in text:
+        text = _CURRENCY_RE.sub(_currency, text)
+    text = _QUANTITY_RE.sub(_quantity, text)
+    if "%" not in text:
+        return text
+    return _PERCENT_RE.sub(r"\1 percent", text)
+
+
+_NUMBER_WORD_HINT_RE = re.compile(r"(?:" + "|".join([*_TEENS, *_TENS]) + r")")
+
+
+# --------------------------------------------------------------------------------------------
+# The quoted user question (issue #18)
+# --------------------------------------------------------------------------------------------
+
+# A response that restates the user's question ("You asked: '...'", "> ...", "Re: '...'") has
+# the question's words without having used any memory; the restatement is dropped before
+# scoring, and what follows it is scored as usual (labelling guide E7, R8, U5).
+_QUOTE_FRAME_RE = re.compile(
+    r"(?:\b(?i:you(?:'re| are| were)? ask(?:ed|ing)(?: me)?|your question(?: was| is)?"
+    r"|you wrote|quoting you|to your question)\b|\b(?:Re|RE|Q)\s*:)[ \t]*[:,\-]?[ \t]*"
+)
+_BLOCKQUOTE_RE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_QUOTE_CHARS = "'\"“”"
+_QUOTE_REACH = 400
+
+
+def _strip_quoted_question(text: str) -> str:
+    """The text without restatements of the user's question (replaced by a sentence break)."""
+    if ">" in text:
+        text = _BLOCKQUOTE_RE.sub(" . ", text)
+    if _QUOTE_FRAME_RE.search(text) is None:
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in _QUOTE_FRAME_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        rest = text[m.end() : m.end() + _QUOTE_REACH]
+        line = rest.split("\n", 1)[0]
+        q = line.find("?")
+        if q >= 0:
+            end = q + 1
+            while end < len(line) and line[end] in _QUOTE_CHARS:
+                end += 1
+        elif line[:1] in _QUOTE_CHARS:
+            close = line.find(line[0] if line[0] in "'\"" else "”", 1)
+            end = close + 1 if close > 0 else len(line)
+        else:
+            stop = re.search(r"[.!](?:\s|$)", line)
+            end = stop.end() if stop else len(line)
+        out.append(text[pos : m.start()])
+        out.append(" . ")
+        pos = m.end() + end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
-    return _THOUSANDS_RE.sub("", text)  # 1,150 -> 1150
+    return _normalise_numbers(_THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
+
+
+# --------------------------------------------------------------------------------------------
+# Synonyms (issue #18): a small, general English table, not derived from either labelled set.
+# Each group is written to one key (its first word) before stemming.
+# --------------------------------------------------------------------------------------------
+
+_SYNONYM_GROUPS = (
+    "car vehicle auto automobile",
+    "doctor physician gp",
+    "flat apartment",
+    "film movie",
+    "phone smartphone mobile cellphone",
+    "holiday vacation",
+    "trip journey",
+    "bike bicycle",
+    "purchase buy bought",
+    "begin start started",
+    "finish end",
+    "fix repair",
+    "large big",
+    "small little tiny",
+    "quick fast rapid",
+    "cheap inexpensive affordable",
+    "expensive pricey costly",
+    "job position role",
+    "medicine medication meds",
+    "sick ill unwell",
+    "allergy allergic",
+    "child kid kids children",
+    "mother mum mom",
+    "father dad",
+    "spouse wife husband",
+    "home house",
+    "email e-mail mail",
+    "repo repository",
+    "db database",
+    "config configuration",
+    "env environment",
+    "k8s kubernetes",
+    "postgres postgresql",
+    "js javascript",
+    "ts typescript",
+    "docs documentation",
+    "laptop notebook",
+    "sofa couch",
+    "trousers pants",
+    "lorry truck",
+    "petrol gasoline",
+    "salary wage",
+    "chips fries",
+    "aeroplane airplane plane",
+    "colour color",
+    "favourite favorite",
+    "centre center",
+    "organisation organization",
+    "deadline due",
+    "vegetarian veggie",
+)
+_SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.split()[1:]}
+
+
+# --------------------------------------------------------------------------------------------
+# Word weights from word frequencies (issue #18)
+# --------------------------------------------------------------------------------------------
+
+# A content word weighs by how rare it is in English (wordfreq's Zipf scale: 7 = "the",
+# 3 = "penicillin"): rarer words are less likely to be shared by chance. Linear in Zipf between
+# _IDF_COMMON and _IDF_RARE; words missing from the list count as rare.
+_IDF_COMMON = (5.5, 0.5)  # Zipf 5.5 and above ("school", "team"): weight 0.5
+_IDF_SLOPE = 0.45  # weight gained per Zipf point below 5.5
+_IDF_MAX = 1.8  # Zipf 2.7 and below, or unknown
+
+
+@lru_cache(maxsize=1)
+def _frequencies() -> dict[str, float]:
+    import wordfreq  # loaded on first use: about 0.15 s, 321k words
+
+    return wordfreq.get_frequency_dict("en", wordlist="large")
+
+
+def _idf_weight(word: str) -> float:
+    freq = _frequencies().get(word)
+    if not freq:
+        return _IDF_MAX
+    zipf = math.log10(freq) + 9.0
+    common, floor = _IDF_COMMON
+    return min(_IDF_MAX, max(floor, floor + (common - zipf) * _IDF_SLOPE))
 
 
 def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
@@ -357,6 +685,8 @@ def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
     if low in _STOP_WORDS and not (capitalised and low in _MONTHS and not sentence_start):
         return None
     low = _UNIT_CANON.get(low, low)
+    weight = _idf_weight(low)
+    low = _SYNONYMS.get(low, low)
     key = _stem(low)
     if key in _GENERIC_STEMS:
         return _Token(key, _GENERIC, _W_GENERIC, negated, False)
@@ -366,7 +696,6 @@ def _word_token(raw: str, negated: bool, sentence_start: bool) -> _Token | None:
         return _Token(key, _PROPER, _W_ACRONYM, negated, True)
     if capitalised and not sentence_start:
         return _Token(key, _PROPER, _W_PROPER, negated, True)
-    weight = _W_SHORT_WORD if len(low) <= 3 else _W_WORD
     return _Token(key, _WORD, weight, negated, False)
 
 
@@ -450,6 +779,8 @@ def _tokenise(text: str) -> _Tokens:
     sentence_starts: list[int] = [0]
     clause = sentence = 0
     neg_left = 0
+    neg_stops: frozenset[str] = frozenset()
+    scope_start = 0  # first token of the current clause: how far back "... anymore" reaches
     prev_low = ""
     # [gap, token, gap, token, ..., gap]: faster than finditer, and the gaps come for free.
     pieces = _TOKEN_SPLIT_RE.split(text)
@@ -465,6 +796,7 @@ def _tokenise(text: str) -> _Tokens:
             sentence_start = (prev_low == "") or not _SENTENCE_PUNCT.isdisjoint(gap)
             if not _CLAUSE_PUNCT.isdisjoint(gap) or " - " in gap:
                 neg_left = 0
+                scope_start = len(tokens)
                 clause += 1
                 if tokens and not _SENTENCE_END.isdisjoint(gap):
                     sentence_starts.append(start)
@@ -472,6 +804,9 @@ def _tokenise(text: str) -> _Tokens:
         lexed, low, cue = _lex(raw, sentence_start)
         if low in _CLAUSE_WORDS:
             neg_left = 0
+            scope_start = len(tokens)
+        elif neg_left and low in neg_stops:
+            neg_left = 0  # "switched from Jenkins to GitHub Actions": the scope ends at "to"
         if low in _FACT_SPLIT_WORDS:
             clause += 1
         if lexed:
@@ -485,9 +820,19 @@ def _tokenise(text: str) -> _Tokens:
             cue
             or low in _NEGATION_CUES
             or low in _NEGATION_VERBS
+            or low in _PAST_CUES
             or (low == "up" and prev_low in _GIVE_UP)
+            or (low == "to" and prev_low == "used")  # "you used to live in Berlin"
         ):
             neg_left = _NEGATION_WINDOW
+            neg_stops = frozenset()
+        elif low in _CHANGE_VERBS or (low in _FROM_WORDS and prev_low in _MOVE_VERBS):
+            neg_left = _NEGATION_WINDOW  # "replaced Jenkins with ...", "moved from Berlin to"
+            neg_stops = _CHANGE_STOPS
+        if low in _POSTFIX_CUES or (low in _CHANGE_VERBS and prev_low in _PASSIVE):
+            # "Jenkins has been retired", "isn't your favourite anymore": back to clause start
+            for j in range(max(scope_start, len(tokens) - _NEGATION_WINDOW), len(tokens)):
+                tokens[j] = _negate(tokens[j])
         prev_low = low or prev_low
     return _Tokens(tokens, clauses, sentences, sentence_starts)
 
@@ -510,6 +855,9 @@ class _Response:
     has_numbers: bool
     text: str  # normalised, lower-cased, for identifier look-ups
     sentence_starts: tuple[int, ...]  # character offsets, for placing identifier look-ups
+    names_at: dict[int, frozenset[str]]  # sentence -> keys of the names in it
+    others_at: dict[int, frozenset[str]]  # sentence -> other people ("Bob's", "your friend")
+    quoted: bool  # a restatement of the user's question was dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,6 +865,7 @@ class _Memory:
     terms: tuple[_Token, ...]  # de-duplicated content terms, in order
     pairs: tuple[tuple[str, str], ...]  # adjacent non-generic terms, unordered
     facts: tuple[_Memory, ...] = ()  # its clauses, when it states several facts
+    subject: str | None = None  # "user", a possessor's key ("alice"), or None
 
 
 # A match: credit in [0, 1] (1.0 = exact) and where it occurred: {sentence: bits}.
@@ -544,8 +893,29 @@ def _is_anchor(tok: _Token) -> bool:
     )
 
 
+_DAYS = _words(
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday "
+    "christmas easter"
+)
+_DAY_STEMS = frozenset(_stem(w) for w in _DAYS | _MONTHS)
+
+
+def _entities(norm: str, starts: Sequence[int]) -> dict[int, frozenset[str]]:
+    """Per sentence: people other than the reader the text attributes things to."""
+    found: dict[int, set[str]] = {}
+    for m in _POSSESSOR_RE.finditer(norm):
+        low = m.group(1).lower()
+        if low in _STOP_WORDS or low in _GENERIC_WORDS or low in _DAYS or low in _MONTHS:
+            continue
+        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(low))
+    for m in _RELATION_RE.finditer(norm):
+        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(m.group(1).lower()))
+    return {s: frozenset(v) for s, v in found.items()}
+
+
 def _prepare_response(response: str) -> _Response:
-    norm = _normalise(response)
+    normalised = _normalise(response)
+    norm = _strip_quoted_question(normalised)
     occurrences: dict[str, dict[int, int]] = {}
     proper: set[str] = set()
     pairs: set[tuple[str, str]] = set()
@@ -575,6 +945,10 @@ def _prepare_response(response: str) -> _Response:
         window.append(key)
         if len(window) > _PAIR_WINDOW:
             del window[0]
+    names: dict[int, set[str]] = {}
+    for tok, sentence in zip(parsed.tokens, parsed.sentences, strict=True):
+        if tok.proper and tok.weight == _W_PROPER and tok.key not in _DAY_STEMS:
+            names.setdefault(sentence, set()).add(tok.key)
     return _Response(
         occurrences,
         frozenset(proper),
@@ -582,6 +956,9 @@ def _prepare_response(response: str) -> _Response:
         has_numbers,
         norm.lower(),
         tuple(parsed.sentence_starts),
+        {s: frozenset(v) for s, v in names.items()},
+        _entities(norm, parsed.sentence_starts),
+        norm is not normalised,
     )
 
 
@@ -602,17 +979,44 @@ def _build_memory(tokens: Sequence[_Token], facts: tuple[_Memory, ...] = ()) -> 
     return _Memory(terms, pairs, facts)
 
 
+_FACT_RARE_WEIGHT = 1.4  # a clause with one distinctive word this rare still states a fact
+
+
+def _is_fact(group: Sequence[_Token]) -> bool:
+    core = [t for t in group if t.cls not in (_GENERIC, _UNIT)]
+    return len(core) >= 2 or (len(core) == 1 and core[0].weight >= _FACT_RARE_WEIGHT)
+
+
+_RELATIONS = (
+    "friend|friends|sister|brother|mother|father|mum|mom|dad|parents?|wife|husband|partner|"
+    "spouse|son|daughter|colleague|coworker|co-worker|boss|neighbou?r|cousin|aunt|uncle|"
+    "grandmother|grandfather|grandma|grandpa|roommate|flatmate|housemate|classmate|"
+    "girlfriend|boyfriend|niece|nephew|fiancee?|in-laws?|sibling"
+)
+_RELATION_RE = re.compile(
+    r"\b(?:[Yy]our|[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Aa])\s+(?:\w+\s+)?(" + _RELATIONS + r")\b"
+)
+_POSSESSOR_RE = re.compile(r"\b([A-Z][a-z]+)'s\b")
+_USER_WORDS = frozenset({"user", "users", "customer", "customers", "client", "clients", "my", "i"})
+
+_SUBJECT_RE = re.compile(r"\s*(?:The\s+)?([A-Z][a-z]+)'s\b")
+_USER_RE = re.compile(r"\b(?:[Uu]ser|I|my|me)\b")
+
+
 def _prepare_memory(content: str) -> _Memory:
     parsed = _tokenise(_normalise(content))
     groups: dict[int, list[_Token]] = {}
     for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
         groups.setdefault(clause, []).append(tok)
-    facts = tuple(
-        _build_memory(group)
-        for group in groups.values()
-        if sum(t.cls not in (_GENERIC, _UNIT) for t in group) >= 2
-    )
-    return _build_memory(parsed.tokens, facts if len(facts) >= 2 else ())
+    facts = tuple(_build_memory(group) for group in groups.values() if _is_fact(group))
+    mem = _build_memory(parsed.tokens, facts if len(facts) >= 2 else ())
+    subject = None
+    m = _SUBJECT_RE.match(content)
+    if m:
+        subject = "user" if m.group(1).lower() in _USER_WORDS else _stem(m.group(1).lower())
+    elif _USER_RE.search(content):
+        subject = "user"
+    return _Memory(mem.terms, mem.pairs, mem.facts, subject)
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,6 +1056,7 @@ class LexicalScorer:
     contradiction_share: float = 0.3
     contradiction_factor: float = 0.25
     identifier_part_credit: float = 0.8
+    conflict_factor: float = 0.3
 
     def score(self, content: str, response: str) -> tuple[float, str]:
         return self.score_many([content], response)[0]
@@ -673,6 +1078,11 @@ class LexicalScorer:
         at = -1 if term.key.isalnum() else resp.text.find(term.key)
         if at >= 0:
             return 1.0, {bisect_right(resp.sentence_starts, at) - 1: _POS}
+        hour = _FULL_HOUR_RE.fullmatch(term.key)
+        if hour:  # "10:00" (from "10 a.m.") against a bare "before 10"
+            where = resp.occurrences.get(str(int(hour.group(1))))
+            if where:
+                return self.identifier_part_credit, where
         if term.parts:  # "PG 15" for "PG-15": every part present in one sentence
             found = [resp.occurrences.get(p, {}) for p in term.parts]
             common = set(found[0]).intersection(*found[1:])
@@ -736,13 +1146,47 @@ class LexicalScorer:
                     contradicted_w += term.weight * credit
         if matched_w and contradicted_w / matched_w >= self.contradiction_share:
             score *= self.contradiction_factor
-            notes = [*notes, "negated in the response: a contradiction is not a use"]
+            notes = [*notes, "contradicts the memory: negated or no longer true in the response"]
+        elif window is not None and score >= self.threshold * self.conflict_factor:
+            note = self._conflict(mem, resp, matches, window)
+            if note:
+                score *= self.conflict_factor
+                notes = [*notes, note]
+        if resp.quoted:
+            notes = [*notes, "the quoted user question was ignored"]
         score = min(1.0, max(0.0, score))
         verdict = ">=" if score >= self.threshold else "<"
         reason = f"lexical {score:.2f} {verdict} {self.threshold:.2f}: {detail}"
         if notes:
             reason += "; " + "; ".join(notes)
         return score, reason
+
+    def _conflict(
+        self, mem: _Memory, resp: _Response, matches: dict[str, _Match], window: int
+    ) -> str | None:
+        """A different value or a different person where the memory's should be, or None."""
+        sentences = range(window, window + self.window_sentences)
+        keys = {t.key for t in mem.terms}
+        matched = {t.key for t in mem.terms if self._local(matches[t.key], window)[0]}
+        others = set().union(*(resp.others_at.get(s, ()) for s in sentences)) - keys
+        if mem.subject and mem.subject != "user" and mem.subject not in matched:
+            names = set().union(*(resp.names_at.get(s, ()) for s in sentences)) - keys
+            if others or names:
+                return f"about a different entity ({sorted(others or names)[0]}), not the memory's"
+        if mem.subject == "user" and others:
+            return f"about a different entity ({sorted(others)[0]}), not the user"
+        missing = [
+            t.key
+            for t in mem.terms
+            if (t.proper or t.key in resp.proper) and t.cls == _PROPER and t.key not in matched
+        ]
+        if missing and not mem.facts and matched - set(missing):
+            names = set().union(*(resp.names_at.get(s, ()) for s in sentences)) - keys
+            if names:
+                return (
+                    f"contradicts the memory: {sorted(names)[0]} where the memory has {missing[0]}"
+                )
+        return None
 
     def _base(
         self,

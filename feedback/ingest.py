@@ -22,7 +22,7 @@ from statistics import fmean
 
 from django.db import IntegrityError, connection, transaction
 
-from feedback import aggregates, detection
+from feedback import aggregates, detection, embedding
 from feedback.models import (
     FeedbackSession,
     InjectionEvent,
@@ -465,6 +465,7 @@ def _apply(
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(text[pk], objects[pk].content) for pk in silent],
+            embedding.service_scorer(),
         )
         detected = {d.object_id: d for d in found}
     unused_json = None  # every plain automatic UNUSED of the session has the same payload

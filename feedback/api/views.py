@@ -14,7 +14,16 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from feedback import alerts, detection, ingest, selectors, services, taskruns, utility
+from feedback import (
+    alerts,
+    detection,
+    embedding,
+    ingest,
+    selectors,
+    services,
+    taskruns,
+    utility,
+)
 from feedback.api import fastpath, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
 from rms import services as core
@@ -242,6 +251,7 @@ class DetectView(APIView):
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
+            embedding.service_scorer(),
         )
         return Response(
             {

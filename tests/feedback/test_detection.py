@@ -98,7 +98,7 @@ def test_different_number_in_the_same_words_is_unused():
 def test_negated_response_is_not_a_reference():
     det = verdict("Alice prefers Python.", "Alice does not use Python anymore.")
     assert det.signal_type == UNUSED
-    assert "contradiction" in det.reason
+    assert "contradicts" in det.reason
 
 
 def test_contraction_negation_is_not_a_reference():

@@ -1,0 +1,199 @@
+"""Optional embedding scorer for the response analyser, used only when a local model directory is
+configured (``RMS_EMBEDDING_MODEL``). Nothing is ever downloaded: the model is read from disk.
+
+On-disk format ("rms-static-embedding/1"), a directory with:
+
+- ``config.json``: ``{"format": "rms-static-embedding/1", "dim": D, "threshold": t,
+  "low": l, "high": h}`` — ``low``/``high`` map cosine similarity to a score in [0, 1]
+  (``(cos - low) / (high - low)``, clamped); fit them and ``threshold`` on the reference set.
+- ``vocab.txt``: one token per line (lower-case words).
+- ``vectors.f32``: ``len(vocab) × D`` little-endian float32, row i is the vector of line i.
+
+A text is embedded as the mean of its known words' vectors (a static, model2vec-like model); a
+memory is compared with the best window of 3 sentences of the response. ``CombinedScorer`` takes
+the lexical score, and raises it to the embedding score only when the lexical reason reports no
+contradiction, no other entity and no different numbers: the lexical checks keep their veto.
+
+Pure module, stdlib only (``array``), no Django import.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from feedback.detection import DEFAULT_SCORER, LexicalScorer, Scorer
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "rms-static-embedding/1"
+ENV_VAR = "RMS_EMBEDDING_MODEL"
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SENTENCE_RE = re.compile(r"(?<=[.!?\n])\s+")
+_VETO = ("contradicts", "different entity", "different numbers")
+
+
+class EmbeddingModelError(ValueError):
+    """The configured directory is not a model in the documented format."""
+
+
+@dataclass(frozen=True)
+class StaticEmbedding:
+    dim: int
+    index: dict[str, int]
+    vectors: array  # float32, len(index) * dim
+    threshold: float = 0.5
+    low: float = 0.2
+    high: float = 0.8
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> StaticEmbedding:
+        root = Path(directory)
+        try:
+            config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+            vocab = (root / "vocab.txt").read_text(encoding="utf-8").splitlines()
+            raw = (root / "vectors.f32").read_bytes()
+        except (OSError, ValueError) as exc:
+            raise EmbeddingModelError(f"{root}: not a readable {FORMAT} model ({exc})") from exc
+        if config.get("format") != FORMAT:
+            raise EmbeddingModelError(f"{root}: format is {config.get('format')!r}, not {FORMAT}")
+        dim = int(config["dim"])
+        vectors = array("f")
+        vectors.frombytes(raw)
+        if sys.byteorder != "little":
+            vectors.byteswap()
+        if dim <= 0 or len(vectors) != dim * len(vocab):
+            raise EmbeddingModelError(
+                f"{root}: {len(vectors)} floats for {len(vocab)} tokens of dimension {dim}"
+            )
+        return cls(
+            dim,
+            {w: i for i, w in enumerate(vocab)},
+            vectors,
+            float(config.get("threshold", 0.5)),
+            float(config.get("low", 0.2)),
+            float(config.get("high", 0.8)),
+        )
+
+    def embed(self, text: str) -> list[float] | None:
+        """Mean vector of the text's known words, or None when none is known."""
+        total = [0.0] * self.dim
+        known = 0
+        for word in _WORD_RE.findall(text.lower()):
+            i = self.index.get(word)
+            if i is None:
+                continue
+            known += 1
+            row = self.vectors[i * self.dim : (i + 1) * self.dim]
+            total = [a + b for a, b in zip(total, row, strict=True)]
+        return [v / known for v in total] if known else None
+
+    @staticmethod
+    def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        na = math.sqrt(sum(x * x for x in a))
+        nb = math.sqrt(sum(y * y for y in b))
+        return dot / (na * nb) if na and nb else 0.0
+
+    def calibrate(self, cosine: float) -> float:
+        span = self.high - self.low
+        return min(1.0, max(0.0, (cosine - self.low) / span)) if span > 0 else 0.0
+
+
+@dataclass
+class EmbeddingScorer:
+    """Best cosine similarity between the memory and a 3-sentence window of the response."""
+
+    model: StaticEmbedding
+    window_sentences: int = 3
+    threshold: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.threshold = self.model.threshold
+
+    def _windows(self, response: str) -> list[list[float]]:
+        sentences = [s for s in _SENTENCE_RE.split(response) if s.strip()] or [response]
+        span = min(self.window_sentences, len(sentences))
+        out = []
+        for i in range(len(sentences) - span + 1):
+            vec = self.model.embed(" ".join(sentences[i : i + span]))
+            if vec is not None:
+                out.append(vec)
+        return out
+
+    def score(self, content: str, response: str) -> tuple[float, str]:
+        return self.score_many([content], response)[0]
+
+    def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
+        windows = self._windows(response)
+        results = []
+        for content in contents:
+            mem = self.model.embed(content)
+            if mem is None or not windows:
+                results.append((0.0, "embedding: no known words"))
+                continue
+            best = max(self.model.cosine(mem, w) for w in windows)
+            score = self.model.calibrate(best)
+            results.append((score, f"embedding cosine {best:.2f} -> {score:.2f}"))
+        return results
+
+
+@dataclass
+class CombinedScorer:
+    """max(lexical, embedding), except that a lexical veto (contradiction, another entity,
+    different numbers) keeps the lexical score. Both scores are on the lexical threshold's
+    scale: the embedding score is rescaled so its own threshold maps onto the lexical one."""
+
+    embedding: EmbeddingScorer
+    lexical: LexicalScorer = DEFAULT_SCORER
+    threshold: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.threshold = self.lexical.threshold
+
+    def score(self, content: str, response: str) -> tuple[float, str]:
+        return self.score_many([content], response)[0]
+
+    def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
+        lexical = self.lexical.score_many(contents, response)
+        embedded = self.embedding.score_many(contents, response)
+        ratio = self.threshold / self.embedding.threshold if self.embedding.threshold else 1.0
+        out = []
+        for (lex, lex_reason), (emb, emb_reason) in zip(lexical, embedded, strict=True):
+            scaled = min(1.0, emb * ratio)
+            if scaled > lex and not any(v in lex_reason for v in _VETO):
+                out.append((scaled, f"{emb_reason} (over {lex_reason})"))
+            else:
+                out.append((lex, lex_reason))
+        return out
+
+
+def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
+    """The combined scorer when RMS_EMBEDDING_MODEL names a model directory, else the lexical
+    default. A configured directory that is not a valid model raises EmbeddingModelError:
+    a misconfiguration should be seen, not silently ignored."""
+    path = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
+    if not path:
+        return DEFAULT_SCORER
+    return CombinedScorer(EmbeddingScorer(StaticEmbedding.load(path)))
+
+
+@lru_cache(maxsize=1)
+def service_scorer() -> Scorer:
+    """The scorer the service uses (read once per process). A configured but unusable model
+    directory is logged and the lexical scorer used instead: detection degrades, it never
+    fails a request."""
+    try:
+        return configured_scorer()
+    except EmbeddingModelError as exc:
+        logger.warning("%s is not usable, using the lexical scorer: %s", ENV_VAR, exc)
+        return DEFAULT_SCORER

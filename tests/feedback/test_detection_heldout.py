@@ -1,0 +1,75 @@
+"""The held-out detection set (issue #18): frozen, valid, and measured against its targets.
+
+feedback/data/detection_heldout.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by a
+labeller who never saw feedback/detection.py. They are never edited: the sha256 pins below fail
+on any change, including a relabelling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HELDOUT = ROOT / "feedback" / "data" / "detection_heldout.jsonl"
+GUIDE = ROOT / "docs" / "DETECTION_LABELLING_GUIDE.md"
+HELDOUT_SHA256 = "ce2b672e2f748867b36dfbed35bf0724922ae923dc3314e57355df2324fabf2a"
+GUIDE_SHA256 = "166e14b4319d37037293a884a5329b4b102f7e014e46546561a3490aff7cdb37"
+KINDS = {
+    "verbatim",
+    "paraphrase",
+    "synonym",
+    "hard_negative",
+    "entity_mismatch",
+    "number_mismatch",
+    "number_match",
+    "negation",
+    "contradiction",
+    "partial",
+    "list",
+    "code_config",
+    "long_multi",
+    "quoted_question",
+    "unrelated",
+}
+
+
+@pytest.fixture(scope="module")
+def heldout_rows() -> list[dict]:
+    with HELDOUT.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def test_heldout_set_and_guide_are_frozen():
+    assert hashlib.sha256(HELDOUT.read_bytes()).hexdigest() == HELDOUT_SHA256
+    assert hashlib.sha256(GUIDE.read_bytes()).hexdigest() == GUIDE_SHA256
+
+
+def test_heldout_set_is_valid_and_covers_every_kind(heldout_rows):
+    assert len(heldout_rows) == 365
+    assert len({r["id"] for r in heldout_rows}) == 365
+    for row in heldout_rows:
+        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+        assert row["kind"] in KINDS, row["id"]
+    per_kind = Counter(r["kind"] for r in heldout_rows)
+    assert set(per_kind) == KINDS
+    assert min(per_kind.values()) >= 20
+    labels = Counter(r["label"] for r in heldout_rows)
+    assert labels == {"REFERENCED": 177, "UNUSED": 188}
+
+
+def test_heldout_figures_do_not_regress(heldout_rows):
+    """The published held-out figures (docs/DETECTION.md): precision 0.752, recall 0.650 at 0.40.
+    This is a regression floor, NOT the issue's targets (0.85 / 0.70), which are not met."""
+    from feedback.detection import DEFAULT_SCORER
+    from feedback.detection_eval import evaluate, score_rows
+
+    ev = evaluate(heldout_rows, score_rows(heldout_rows), DEFAULT_SCORER.threshold)
+    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (115, 38, 62, 150)
+    lo, hi = ev.precision_interval
+    assert round(ev.precision, 3) == 0.752 and round(lo, 3) == 0.678 and round(hi, 3) == 0.813
