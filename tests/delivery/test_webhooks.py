@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
+from rms_client import verify_webhook
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from delivery import dispatch, policy
@@ -103,6 +104,7 @@ def test_every_event_type_arrives_signed_and_verifies(
     verifier = Webhook(secret)
     for got in hook.received:
         event = verifier.verify(got.body, got.headers)  # raises if the signature is wrong
+        assert verify_webhook(secret, got.body, got.headers) == event  # our client agrees
         assert got.headers["webhook-id"] == event["id"]
         assert got.headers["content-type"] == "application/json"
         assert abs(int(got.headers["webhook-timestamp"]) - time.time()) < 60
