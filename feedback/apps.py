@@ -10,3 +10,8 @@ class FeedbackConfig(AppConfig):
         from rms.extensions import register_object_extra
 
         register_object_extra(aggregate_extra)
+
+        from feedback.api.openapi import AggregateOut
+        from rms.api.openapi import register_object_field
+
+        register_object_field("aggregate", AggregateOut())

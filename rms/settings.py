@@ -166,7 +166,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "rms.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "rms.api.schema.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rms.api.throttling.ClientRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"client": env.str("RMS_THROTTLE_RATE", default="6000/min")},
     "UNAUTHENTICATED_USER": None,
@@ -179,7 +179,16 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES"},
+    # Choice sets shared by several fields get one name each (issue 15: enums as enums).
+    "ENUM_NAME_OVERRIDES": {
+        "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",
+        "SignalTypeEnum": "rms.policy.SIGNAL_TYPES",
+        "DetectedSignalTypeEnum": ["REFERENCED", "UNUSED"],
+        "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
+        "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
+        "TaskKindEnum": "feedback.taskruns.KINDS",
+        "DependencyStatusEnum": ["ok", "unavailable"],
+    },
     "TITLE": "RMS feedback service API",
     "DESCRIPTION": "Memory confidence, feedback sessions, operation log and quality metrics.",
     "VERSION": "1.0.0",
