@@ -125,7 +125,11 @@ class ObjectList(serializers.Serializer):
 class OperationOut(serializers.Serializer):
     """An operation as stored (SPEC §6): the hashed row plus ``seq`` and ``hash``."""
 
-    seq = serializers.IntegerField()
+    seq = serializers.IntegerField(
+        allow_null=True,
+        help_text="The log position; null in the answer that created the operation on SQLite, "
+        "where it is assigned by the database after the insert.",
+    )
     id = serializers.UUIDField()
     ts = serializers.DateTimeField()
     op_type = serializers.CharField()

@@ -28,7 +28,8 @@ class AutoSchema(BaseAutoSchema):
 
     - 400 when the operation takes a body or query parameters (validation, malformed JSON);
     - 401, 403 and 429 when it needs a token (no/bad token, role or namespace, throttled);
-    - 404 when its path has parameters (unknown or invisible id, malformed id);
+    - 404 when its path has parameters (unknown or invisible id, malformed id) or it reads a
+      required ``?namespace=``;
     - 413 and 415 when it takes a body (too large, not JSON);
     - 503 always (database outage; `Retry-After`).
 
@@ -39,16 +40,20 @@ class AutoSchema(BaseAutoSchema):
     def error_statuses(self) -> dict[int, str]:
         statuses: dict[int, str] = {}
         has_body = self.method in WRITE_METHODS
-        has_query = any(
-            isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
+        query = [
+            p
             for p in self.get_override_parameters()
-        )
+            if isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
+        ]
+        has_query = bool(query)
+        # ?namespace= names a resource: an unknown one is a 404 like an unknown id in the path.
+        names_resource = any(p.name == "namespace" and p.required for p in query)
         if has_body or has_query:
             statuses[400] = "Invalid input: `fields` says which."
         if self.view.authentication_classes:
             statuses[401] = "No token or a bad token (`WWW-Authenticate: Token`)."
             statuses[403] = "The caller's role or namespaces do not allow this call."
-        if "{" in self.path:
+        if "{" in self.path or names_resource:
             statuses[404] = "No such resource, not visible to the caller, or a malformed id."
         if has_body:
             statuses[413] = "The request body is too large."
