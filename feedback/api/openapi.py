@@ -9,7 +9,7 @@ from feedback import metrics, taskruns, utility
 from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
 from feedback.models import TaskRun
 from rms import policy
-from rms.api.openapi import NEXT, ObjectOut, OperationOut
+from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
 
 EFFECTS = (
     policy.EFFECT_REINFORCED,
@@ -84,11 +84,12 @@ class SessionRecord(serializers.Serializer):
 
 
 class BatchItem(serializers.Serializer):
-    """One item's answer, in the order sent: ``record`` for 201/200, ``error`` for 400/409."""
+    """One item's answer, in the order sent: ``record`` for 201 (created) and 200 (an identical
+    retry), ``error`` for 400 (invalid), 403 (a namespace the caller may not write) and 409."""
 
-    status = serializers.ChoiceField(choices=[201, 200, 400, 409])
+    status = serializers.ChoiceField(choices=[201, 200, 400, 403, 409])
     record = SessionRecord(required=False)
-    error = serializers.DictField(required=False, help_text="`{code, message, fields?}`.")
+    error = ErrorDetail(required=False)
 
 
 class BatchAnswer(serializers.Serializer):

@@ -119,7 +119,13 @@ def test_enums_and_parameters_are_declared(anon_api):
     batch = schema["paths"]["/api/v1/feedback-sessions/batch"]["post"]["responses"]
     assert set(batch) >= {"207", "400"}
     item = _resolve(schema, comps["BatchAnswer"]["properties"]["results"]["items"])
-    assert sorted(_resolve(schema, item["properties"]["status"])["enum"]) == [200, 201, 400, 409]
+    assert sorted(_resolve(schema, item["properties"]["status"])["enum"]) == [
+        200,
+        201,
+        400,
+        403,
+        409,
+    ]
 
 
 # --- real answers against the document -----------------------------------------------------------
