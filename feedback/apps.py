@@ -15,3 +15,8 @@ class FeedbackConfig(AppConfig):
         from rms.api.openapi import register_object_field
 
         register_object_field("aggregate", AggregateOut())
+
+        from feedback.selectors import task_run_gauges
+        from rms.telemetry import register_state_reader
+
+        register_state_reader(task_run_gauges)

@@ -9,7 +9,13 @@ from django.db.models import Count, Q, Subquery, Sum
 
 from feedback import aggregates, metrics
 from feedback.metrics import WASTE_USAGE_RATIO
-from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SessionNamespace
+from feedback.models import (
+    FeedbackAggregate,
+    FeedbackSession,
+    InjectionEvent,
+    SessionNamespace,
+    TaskRun,
+)
 from rms.models import MemoryObject
 from rms.policy import DEPRECATED
 from rms.replay import iso
@@ -208,3 +214,19 @@ def visible_session(client, session_id) -> FeedbackSession | None:
     if any(client.can_see(name) for name in session.namespace_scope):
         return session
     return None
+
+
+# --- telemetry (issue 15) ----------------------------------------------------------------------
+
+
+def task_run_gauges():
+    """``rms_task_runs{kind, state}``: stored task runs, read when /metrics is scraped."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    runs = GaugeMetricFamily(
+        "rms_task_runs", "Task runs stored, by kind and state.", labels=["kind", "state"]
+    )
+    rows = TaskRun.objects.values_list("kind", "state").annotate(n=Count("*")).order_by()
+    for kind, state, n in rows:
+        runs.add_metric([kind, state], n)
+    return [runs]

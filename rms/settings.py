@@ -61,6 +61,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "rms.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "rms.middleware.RequestTooLargeMiddleware",
@@ -158,6 +159,24 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", default=False)
     SESSION_COOKIE_SECURE = _bool("SECURE_COOKIES", default=False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+
+# --- telemetry (issue 15) ---------------------------------------------------------------------
+# GET /metrics answers an operator or admin token, or any caller from these IPs/CIDRs (the
+# connection's address, REMOTE_ADDR: behind a proxy, list the proxy or use a token).
+def _networks(name: str) -> list:
+    import ipaddress
+
+    out = []
+    for item in env.list(name, default=[]):
+        try:
+            out.append(ipaddress.ip_network(item.strip(), strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or CIDR") from exc
+    return out
+
+
+RMS_METRICS_ALLOW_IPS = _networks("RMS_METRICS_ALLOW_IPS")
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {

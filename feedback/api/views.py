@@ -18,6 +18,7 @@ from feedback import detection, ingest, selectors, services, taskruns, utility
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
 from rms import services as core
+from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
@@ -63,6 +64,8 @@ class ObjectSignalView(APIView):
             body_hash=body_hash(request),
             render=signal_answer,
         )
+        if status == 201:
+            telemetry.SIGNALS_INGESTED.labels("endpoint").inc()
         return Response(answer, status=status)
 
 
@@ -79,6 +82,14 @@ def session_item(body) -> ingest.Item:
         )
         return ingest.Item(None, digest, error=(400, error))
     return ingest.Item(dict(ser.validated_data), digest)
+
+
+def count_ingested(results: list[tuple[int, dict]]) -> None:
+    """Telemetry: the sessions this call created (201) and the signals they carried."""
+    created = [body for status, body in results if status == 201]
+    if created:
+        telemetry.SESSIONS_INGESTED.inc(len(created))
+        telemetry.SIGNALS_INGESTED.labels("session").inc(sum(len(r["signals"]) for r in created))
 
 
 class FeedbackSessionView(APIView):
@@ -103,6 +114,7 @@ class FeedbackSessionView(APIView):
         status, body = ingest.record_one(
             client=request.auth, data=item.data, body_hash=item.body_hash
         )
+        count_ingested([(status, body)])
         return Response(body, status=status)
 
 
@@ -125,6 +137,9 @@ class FeedbackSessionBatchView(APIView):
             )
         items = [session_item(body) for body in bodies]
         results = ingest.record_sessions(client=request.auth, items=items)
+        count_ingested(results)
+        for status, _ in results:
+            telemetry.BATCH_ITEMS.labels(str(status)).inc()
         return HttpResponse(batch_answer(items, results), status=207, content_type=JSON)
 
 

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import uuid
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import connection
+from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework.exceptions import ValidationError
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from rms import oplog, services
+from rms import oplog, services, telemetry
 from rms.api import openapi, pagination, serializers
-from rms.api.permissions import ADMIN, ANY_ROLE, WRITERS
+from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.errors import Forbidden, NotFound
 from rms.health import broker_status
 from rms.models import MemoryObject, Namespace, Operation
@@ -348,3 +351,30 @@ class ObjectConditionView(_ObjectChangeView):
 
     def change(self, request, object_id, data):
         return services.object_condition(client=request.auth, object_id=object_id, **data)
+
+
+class MetricsReader(BasePermission):
+    """An operator or admin token, or any caller from ``RMS_METRICS_ALLOW_IPS``."""
+
+    message = "Only operators and admins may read the metrics."
+
+    def has_permission(self, request, view) -> bool:
+        client = request.auth
+        if client is not None:
+            return client.role in (OPERATOR, ADMIN)
+        try:
+            address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        except ValueError:
+            return False
+        return any(address in net for net in settings.RMS_METRICS_ALLOW_IPS)
+
+
+class PrometheusView(APIView):
+    """``GET /metrics``: the Prometheus text exposition (``rms.telemetry``)."""
+
+    permission_classes = [MetricsReader]
+    throttle_classes: list = []
+
+    @extend_schema(exclude=True)  # operational, outside the API contract
+    def get(self, request):
+        return HttpResponse(telemetry.exposition(), content_type=telemetry.CONTENT_TYPE)
