@@ -48,10 +48,9 @@ def endpoint_out(endpoint: WebhookEndpoint) -> dict:
         "last_failure_at": iso(endpoint.last_failure_at),
         "created_at": iso(endpoint.created_at),
     }
-    if hasattr(endpoint, "attempted_24h"):
-        out["success_rate_24h"] = success_rate(endpoint)
-        out["pending_deliveries"] = endpoint.pending
-        out["last_delivery_at"] = iso(endpoint.last_delivery_at)
+    out["success_rate_24h"] = success_rate(endpoint)
+    out["pending_deliveries"] = getattr(endpoint, "pending", 0)
+    out["last_delivery_at"] = iso(getattr(endpoint, "last_delivery_at", None))
     return out
 
 

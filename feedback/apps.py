@@ -10,3 +10,13 @@ class FeedbackConfig(AppConfig):
         from rms.extensions import register_object_extra
 
         register_object_extra(aggregate_extra)
+
+        from feedback.api.openapi import AggregateOut
+        from rms.api.openapi import register_object_field
+
+        register_object_field("aggregate", AggregateOut())
+
+        from feedback.selectors import task_run_gauges
+        from rms.telemetry import register_state_reader
+
+        register_state_reader(task_run_gauges)

@@ -16,6 +16,7 @@ from feedback.models import (
     FeedbackSession,
     InjectionEvent,
     SessionNamespace,
+    TaskRun,
 )
 from rms.models import MemoryObject
 from rms.policy import DEPRECATED
@@ -236,3 +237,19 @@ def alerts_before(qs, cursor: list):
     """The rows after a keyset cursor [raised_at ISO, id] in newest-first order."""
     raised_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
     return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))
+
+
+# --- telemetry (issue 15) ----------------------------------------------------------------------
+
+
+def task_run_gauges():
+    """``rms_task_runs{kind, state}``: stored task runs, read when /metrics is scraped."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    runs = GaugeMetricFamily(
+        "rms_task_runs", "Task runs stored, by kind and state.", labels=["kind", "state"]
+    )
+    rows = TaskRun.objects.values_list("kind", "state").annotate(n=Count("*")).order_by()
+    for kind, state, n in rows:
+        runs.add_metric([kind, state], n)
+    return [runs]

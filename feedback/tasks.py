@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from feedback import alerts, rebuild, selectors, simulations, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
-from rms import verification
+from rms import telemetry, verification
 from rms.errors import DomainError
 from rms.models import Namespace, Operation
 
@@ -108,7 +108,8 @@ def _namespace(params: dict) -> Namespace | None:
 def _ignored_sweep(params: dict, progress: Progress) -> dict:
     from feedback.sweep import sweep  # written beside this module; imported when used
 
-    return sweep(namespace=_namespace(params), progress=progress)
+    with telemetry.SWEEP_DURATION.time():
+        return sweep(namespace=_namespace(params), progress=progress)
 
 
 def _rebuild_aggregates(params: dict, progress: Progress) -> dict:
@@ -120,7 +121,8 @@ def _rebuild_aggregates(params: dict, progress: Progress) -> dict:
         if total:
             progress(0.95 * min(1.0, n / total))
 
-    result = rebuild.rebuild_aggregates(ns, progress=folded)
+    with telemetry.REBUILD_DURATION.time():
+        result = rebuild.rebuild_aggregates(ns, progress=folded)
     return {**result, "namespace": params.get("namespace")}
 
 

@@ -6,8 +6,12 @@ this middleware applies that limit to every request from its Content-Length.
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.http import JsonResponse
+
+from rms import telemetry
 
 
 class RequestTooLargeMiddleware:
@@ -31,3 +35,21 @@ class RequestTooLargeMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+class RequestMetricsMiddleware:
+    """``rms_http_request_duration_seconds{endpoint, method, status}`` for every request; the
+    endpoint is the route's name (bounded: never the raw path), ``unmatched`` without one."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        endpoint = (match.view_name or "unnamed") if match is not None else "unmatched"
+        telemetry.REQUEST_LATENCY.labels(
+            endpoint, request.method, str(response.status_code)
+        ).observe(time.perf_counter() - started)
+        return response

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "rms.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "rms.middleware.RequestTooLargeMiddleware",
@@ -161,6 +162,24 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = _bool("SECURE_COOKIES", default=False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+
+# --- telemetry (issue 15) ---------------------------------------------------------------------
+# GET /metrics answers an operator or admin token, or any caller from these IPs/CIDRs (the
+# connection's address, REMOTE_ADDR: behind a proxy, list the proxy or use a token).
+def _networks(name: str) -> list:
+    import ipaddress
+
+    out = []
+    for item in env.list(name, default=[]):
+        try:
+            out.append(ipaddress.ip_network(item.strip(), strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or CIDR") from exc
+    return out
+
+
+RMS_METRICS_ALLOW_IPS = _networks("RMS_METRICS_ALLOW_IPS")
+
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rms.api.auth.ApiTokenAuthentication"],
@@ -168,7 +187,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "rms.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "rms.api.schema.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rms.api.throttling.ClientRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"client": env.str("RMS_THROTTLE_RATE", default="6000/min")},
     "UNAUTHENTICATED_USER": None,
@@ -181,7 +200,21 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES"},
+    # Choice sets shared by several fields get one name each (issue 15: enums as enums).
+    "ENUM_NAME_OVERRIDES": {
+        "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",
+        "SignalTypeEnum": "rms.policy.SIGNAL_TYPES",
+        "DetectedSignalTypeEnum": ["REFERENCED", "UNUSED"],
+        "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
+        "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
+        "TaskKindEnum": "feedback.taskruns.KINDS",
+        "DependencyStatusEnum": ["ok", "unavailable"],
+        "EventTypeEnum": "rms.changes.EVENT_TYPES",
+        "FeedEventTypeEnum": "rms.changes.FEED_TYPES",
+        "AlertStateEnum": ["open", "resolved"],
+        "WebhookStateEnum": "delivery.models.WebhookEndpoint.STATES",
+        "DeliveryStateEnum": "delivery.models.WebhookDelivery.STATES",
+    },
     "TITLE": "RMS feedback service API",
     "DESCRIPTION": "Memory confidence, feedback sessions, operation log and quality metrics.",
     "VERSION": "1.0.0",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from delivery import selectors, services
+from delivery.api import openapi
 from delivery.models import WebhookDelivery
 from rms import changes
+from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.permissions import ADMIN
 
@@ -26,15 +27,15 @@ def _object_body(request) -> dict:
 class WebhookListView(APIView):
     roles = ADMIN_ONLY
 
-    @extend_schema(operation_id="webhooks_list", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="webhooks_list", responses={200: openapi.WebhookList})
     def get(self, request):
         rows = [selectors.endpoint_out(e) for e in selectors.endpoints_with_stats()]
         return Response({"results": rows, "next": None})
 
     @extend_schema(
         operation_id="webhooks_create",
-        request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        request=openapi.WebhookIn,
+        responses={201: openapi.WebhookCreated},
         description="Register an endpoint; the answer carries its secret, shown only here.",
     )
     def post(self, request):
@@ -68,14 +69,15 @@ class WebhookDetailView(APIView):
         endpoint = services.get_endpoint(webhook_id)
         return selectors.endpoints_with_stats().get(pk=endpoint.pk)
 
-    @extend_schema(operation_id="webhooks_retrieve", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="webhooks_retrieve", responses={200: openapi.WebhookOut})
     def get(self, request, webhook_id):
         return Response(selectors.endpoint_out(self._one(webhook_id)))
 
     @extend_schema(
         operation_id="webhooks_update",
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        request=openapi.WebhookPatch,
+        responses={200: openapi.WebhookOut},
+        description="Change an endpoint; `state: active` re-enables it at the head of the log.",
     )
     def patch(self, request, webhook_id):
         endpoint = services.endpoint_update(endpoint_id=webhook_id, data=_object_body(request))
@@ -91,7 +93,7 @@ class WebhookRotateView(APIView):
     roles = ADMIN_ONLY
 
     @extend_schema(
-        operation_id="webhooks_rotate_secret", request=None, responses={200: OpenApiTypes.OBJECT}
+        operation_id="webhooks_rotate_secret", request=None, responses={200: openapi.SecretOut}
     )
     def post(self, request, webhook_id):
         return Response({"secret": services.endpoint_rotate_secret(endpoint_id=webhook_id)})
@@ -100,7 +102,14 @@ class WebhookRotateView(APIView):
 class WebhookTestView(APIView):
     roles = ADMIN_ONLY
 
-    @extend_schema(operation_id="webhooks_test", request=None, responses={202: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="webhooks_test",
+        request=None,
+        responses={
+            202: openapi.DeliveryOut,
+            409: core_openapi.error("The endpoint is disabled."),
+        },
+    )
     def post(self, request, webhook_id):
         delivery = services.endpoint_test(endpoint_id=webhook_id)
         return Response(selectors.delivery_out(delivery), status=202)
@@ -112,12 +121,13 @@ class DeliveryListView(APIView):
     @extend_schema(
         operation_id="webhooks_deliveries",
         parameters=[
-            OpenApiParameter("state", OpenApiTypes.STR, enum=list(WebhookDelivery.STATES)),
-            OpenApiParameter("event_type", OpenApiTypes.STR, enum=list(changes.EVENT_TYPES)),
-            OpenApiParameter("cursor", OpenApiTypes.STR),
-            OpenApiParameter("page_size", OpenApiTypes.INT),
+            core_openapi.query("state", enum=list(WebhookDelivery.STATES)),
+            core_openapi.query("event_type", enum=list(changes.EVENT_TYPES)),
+            core_openapi.CURSOR,
+            core_openapi.PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: openapi.DeliveryList},
+        description="The delivery log, newest first.",
     )
     def get(self, request, webhook_id):
         endpoint = services.get_endpoint(webhook_id)
@@ -136,7 +146,14 @@ class DeliveryRetryView(APIView):
     roles = ADMIN_ONLY
 
     @extend_schema(
-        operation_id="webhooks_delivery_retry", request=None, responses={202: OpenApiTypes.OBJECT}
+        operation_id="webhooks_delivery_retry",
+        request=None,
+        responses={
+            202: openapi.DeliveryOut,
+            409: OpenApiResponse(
+                core_openapi.Error, description="Already delivered, or the endpoint is disabled."
+            ),
+        },
     )
     def post(self, request, webhook_id, delivery_id):
         delivery = services.delivery_retry(endpoint_id=webhook_id, delivery_id=delivery_id)

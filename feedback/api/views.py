@@ -9,7 +9,7 @@ import json
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,9 +24,11 @@ from feedback import (
     taskruns,
     utility,
 )
-from feedback.api import fastpath, serializers
+from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
 from rms import services as core
+from rms import telemetry
+from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
@@ -53,7 +55,11 @@ class ObjectSignalView(APIView):
 
     @extend_schema(
         request=SignalIn,
-        responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+        responses={
+            201: openapi.SignalAnswer,
+            200: OpenApiResponse(openapi.SignalAnswer, description="A retry: the first answer."),
+            409: core_openapi.CONFLICT,
+        },
         description="One signal: FEEDBACK_EVENT plus REINFORCE/PENALTY. With request_id, "
         "a retry returns the first answer (200); a changed body is 409.",
     )
@@ -67,6 +73,8 @@ class ObjectSignalView(APIView):
             body_hash=body_hash(request),
             render=signal_answer,
         )
+        if status == 201:
+            telemetry.SIGNALS_INGESTED.labels("endpoint").inc()
         return Response(answer, status=status)
 
 
@@ -85,12 +93,24 @@ def session_item(body) -> ingest.Item:
     return ingest.Item(dict(ser.validated_data), digest)
 
 
+def count_ingested(results: list[tuple[int, dict]]) -> None:
+    """Telemetry: the sessions this call created (201) and the signals they carried."""
+    created = [body for status, body in results if status == 201]
+    if created:
+        telemetry.SESSIONS_INGESTED.inc(len(created))
+        telemetry.SIGNALS_INGESTED.labels("session").inc(sum(len(r["signals"]) for r in created))
+
+
 class FeedbackSessionView(APIView):
     roles = {"POST": WRITERS}
 
     @extend_schema(
         request=serializers.SessionIn,
-        responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+        responses={
+            201: openapi.SessionRecord,
+            200: OpenApiResponse(openapi.SessionRecord, description="An identical retry."),
+            409: core_openapi.CONFLICT,
+        },
         description="One feedback session in one transaction. `request_id` is the idempotency "
         "key: an identical retry answers 200 with the stored record, a changed body 409.",
     )
@@ -103,6 +123,7 @@ class FeedbackSessionView(APIView):
         status, body = ingest.record_one(
             client=request.auth, data=item.data, body_hash=item.body_hash
         )
+        count_ingested([(status, body)])
         return Response(body, status=status)
 
 
@@ -111,7 +132,7 @@ class FeedbackSessionBatchView(APIView):
 
     @extend_schema(
         request=serializers.SessionIn(many=True),
-        responses={207: OpenApiTypes.OBJECT},
+        responses={207: openapi.BatchAnswer},
         description=f"Up to {ingest.MAX_BATCH} sessions; one result per item, in order. "
         "A bad item never blocks the others.",
     )
@@ -125,6 +146,9 @@ class FeedbackSessionBatchView(APIView):
             )
         items = [session_item(body) for body in bodies]
         results = ingest.record_sessions(client=request.auth, items=items)
+        count_ingested(results)
+        for status, _ in results:
+            telemetry.BATCH_ITEMS.labels(str(status)).inc()
         return HttpResponse(batch_answer(items, results), status=207, content_type=JSON)
 
 
@@ -145,7 +169,7 @@ def batch_answer(items: list[ingest.Item], results: list[tuple[int, dict]]) -> s
 class FeedbackSessionDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="feedback_sessions_detail", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="feedback_sessions_detail", responses={200: openapi.SessionRecord})
     def get(self, request, session_id: str):
         session = selectors.visible_session(request.auth, parse_uuid(session_id))
         if session is None:
@@ -156,7 +180,15 @@ class FeedbackSessionDetailView(APIView):
 class MetricsView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="metrics", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="metrics",
+        parameters=[
+            core_openapi.NAMESPACE,
+            core_openapi.time_param("since", "Sessions at or after this time."),
+            core_openapi.time_param("until", "Sessions at or before this time."),
+        ],
+        responses={200: openapi.MetricsOut},
+    )
     def get(self, request):
         ns = namespace_param(request)
         since = parse_time_param(request, "since")
@@ -169,7 +201,11 @@ class MetricsView(APIView):
 class ReviewQueueView(APIView):
     roles = {"GET": (OPERATOR, ADMIN)}
 
-    @extend_schema(operation_id="review_queue", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="review_queue",
+        parameters=[core_openapi.NAMESPACE, core_openapi.CURSOR, core_openapi.PAGE_SIZE],
+        responses={200: openapi.ReviewQueue},
+    )
     def get(self, request):
         ns = namespace_param(request)
         size = pagination.page_size(request)
@@ -194,7 +230,10 @@ class ReviewQueueView(APIView):
 class RankView(APIView):
     roles = {"POST": ANY_ROLE}
 
-    @extend_schema(request=serializers.RankIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.RankIn,
+        responses={200: openapi.RankOut, 409: core_openapi.error("Bad namespace weights.")},
+    )
     def post(self, request):
         """Scores by SPEC §12: similarity, hotness (uses, not injections) and utility."""
         data = validated(serializers.RankIn, request.data)
@@ -240,7 +279,7 @@ class RankView(APIView):
 class DetectView(APIView):
     roles = {"POST": ANY_ROLE}
 
-    @extend_schema(request=serializers.DetectIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=serializers.DetectIn, responses={200: openapi.DetectOut})
     def post(self, request):
         """REFERENCED or UNUSED per object from the response text (LOW reliability, §2)."""
         data = validated(serializers.DetectIn, request.data)
@@ -367,7 +406,18 @@ class ExportView(APIView):
         "aggregates": (AGGREGATE_COLUMNS, _aggregate_rows),
     }
 
-    @extend_schema(operation_id="export_csv", responses={200: OpenApiTypes.STR})
+    @extend_schema(
+        operation_id="export_csv",
+        parameters=[
+            OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=["sessions", "aggregates"]),
+            core_openapi.NAMESPACE,
+        ],
+        responses={
+            (200, "text/csv"): OpenApiResponse(
+                OpenApiTypes.STR, description="A header row, then one row per item."
+            )
+        },
+    )
     def get(self, request, kind: str):
         if kind not in self.exports:
             raise NotFound("No such export.")
@@ -392,8 +442,8 @@ class TaskListView(APIView):
     roles = {"GET": (OPERATOR, ADMIN), "POST": (OPERATOR, ADMIN)}
 
     @extend_schema(
-        request=serializers.TaskIn,
-        responses={202: OpenApiTypes.OBJECT},
+        request=openapi.TaskStart,
+        responses={202: openapi.TaskOut},
         description="Start a worker task; 202 with the queued task. Operators may start "
         "verify_* and the simulations; ignored_sweep and rebuild_aggregates are admin only.",
     )
@@ -404,7 +454,13 @@ class TaskListView(APIView):
 
     @extend_schema(
         operation_id="tasks_list",
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[
+            core_openapi.query("kind", enum=list(taskruns.KINDS)),
+            core_openapi.query("state", enum=list(TaskRun.STATES)),
+            core_openapi.CURSOR,
+            core_openapi.PAGE_SIZE,
+        ],
+        responses={200: openapi.TaskList},
         description="Task runs, newest first; `?kind=` and `?state=` filter.",
     )
     def get(self, request):
@@ -431,7 +487,7 @@ class TaskListView(APIView):
 class TaskDetailView(APIView):
     roles = {"GET": (OPERATOR, ADMIN)}
 
-    @extend_schema(operation_id="tasks_detail", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="tasks_detail", responses={200: openapi.TaskOut})
     def get(self, request, task_id: str):
         run = TaskRun.objects.filter(pk=parse_uuid(task_id)).first()
         if run is None:
@@ -444,7 +500,17 @@ class AlertListView(APIView):
 
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="alerts", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="alerts",
+        parameters=[
+            core_openapi.query("namespace", description="One namespace (403 if not yours)."),
+            core_openapi.query("state", enum=["open", "resolved"]),
+            core_openapi.CURSOR,
+            core_openapi.PAGE_SIZE,
+        ],
+        responses={200: openapi.AlertList},
+        description="Alert history, newest first.",
+    )
     def get(self, request):
         ns = namespace_param(request, required=False)
         state = request.query_params.get("state")

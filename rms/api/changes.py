@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from rms import changes
+from rms.api import openapi
 from rms.api.permissions import ANY_ROLE
 from rms.api.views import namespace_param
 
@@ -69,11 +69,13 @@ class ChangesView(APIView):
     @extend_schema(
         operation_id="changes",
         parameters=[
-            OpenApiParameter("namespace", OpenApiTypes.STR, description="One namespace."),
-            OpenApiParameter("after", OpenApiTypes.STR, description="Resume after this cursor."),
-            OpenApiParameter("types", OpenApiTypes.STR, description="Comma-separated types."),
-            OpenApiParameter("limit", OpenApiTypes.INT, description="1..1000 (default 100)."),
-            OpenApiParameter("wait", OpenApiTypes.NUMBER, description="Long poll, 0..30 s."),
+            openapi.query("namespace", description="One namespace (403 if not yours)."),
+            openapi.query("after", description="Resume after this cursor (omitted: the start)."),
+            openapi.query("types", description="Comma-separated event types."),
+            openapi.query(
+                "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
+            ),
+            openapi.query("wait", {"type": "number", "minimum": 0, "maximum": 30, "default": 0}),
         ],
         responses={
             200: inline_serializer(

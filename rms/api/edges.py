@@ -6,7 +6,6 @@ import math
 import uuid
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -14,12 +13,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from rms import edges, evidence
+from rms.api import openapi
 from rms.api.permissions import ANY_ROLE, WRITERS
 from rms.api.serializers import StrictSerializer, choice
 from rms.api.views import namespace_param, parse_time_param, parse_uuid, validated
 from rms.services import Actor, visible_object
 
 MAX_SEEDS = 100
+SEED_PATTERN = r"^[0-9a-fA-F-]{32,36}:[0-9]+(\.[0-9]+)?$"
 
 
 class RelationshipIn(StrictSerializer):
@@ -45,7 +46,9 @@ def _actor(request, data):
 class RelationshipListView(APIView):
     roles = {"POST": WRITERS}
 
-    @extend_schema(request=RelationshipIn, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=RelationshipIn, responses={201: openapi.RelationshipOut, 409: openapi.CONFLICT}
+    )
     def post(self, request):
         data = validated(RelationshipIn, request.data)
         actor = _actor(request, data)
@@ -58,7 +61,8 @@ class RelationshipDetailView(APIView):
 
     @extend_schema(
         operation_id="relationships_detail",
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[openapi.time_param("as_of", "Replay the posterior to this time.")],
+        responses={200: openapi.RelationshipOut},
         description="The posterior now, or as of `as_of` (effective confidence at T).",
     )
     def get(self, request, relationship_id: str):
@@ -72,7 +76,9 @@ class RelationshipDetailView(APIView):
 class RelationshipEvidenceView(APIView):
     roles = {"POST": WRITERS}
 
-    @extend_schema(request=EvidenceIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=EvidenceIn, responses={200: openapi.RelationshipOut, 409: openapi.CONFLICT}
+    )
     def post(self, request, relationship_id: str):
         rel_id = parse_uuid(relationship_id)
         data = validated(EvidenceIn, request.data)
@@ -106,7 +112,20 @@ def parse_seeds(request) -> dict[uuid.UUID, float]:
 class GraphExpandView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="graph_expand", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="graph_expand",
+        parameters=[
+            openapi.query(
+                "seed",
+                description="`<object id>:<score ≥ 0>`, repeated (1..100).",
+                required=True,
+                many=True,
+                explode=True,
+                pattern=SEED_PATTERN,
+            )
+        ],
+        responses={200: openapi.ExpansionList},
+    )
     def get(self, request):
         """One hop both ways; neighbour score = seed score × effective confidence (≥ 0.1)."""
         results = edges.expand(request.auth, parse_seeds(request), timezone.now())
@@ -116,7 +135,11 @@ class GraphExpandView(APIView):
 class CalibrationView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="calibration", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="calibration",
+        parameters=[openapi.NAMESPACE],
+        responses={200: openapi.CalibrationOut},
+    )
     def get(self, request):
         """Per extraction context: prior mean against the share of user/external evidence
         that corroborated."""
@@ -127,7 +150,7 @@ class CalibrationView(APIView):
 class ObjectRelationshipsView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="objects_relationships", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="objects_relationships", responses={200: openapi.RelationshipList})
     def get(self, request, object_id: str):
         obj = visible_object(request.auth, parse_uuid(object_id))
         return Response({"results": edges.object_relationships(obj, timezone.now()), "next": None})

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import uuid
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import connection
+from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework.exceptions import ValidationError
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from rms import oplog, services
-from rms.api import pagination, serializers
-from rms.api.permissions import ADMIN, ANY_ROLE, WRITERS
+from rms import oplog, services, telemetry
+from rms.api import openapi, pagination, serializers
+from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.errors import Forbidden, NotFound
 from rms.health import broker_status
 from rms.models import MemoryObject, Namespace, Operation
@@ -61,6 +63,8 @@ def namespace_param(request, *, required: bool = True) -> Namespace | None:
         return None
     if not request.auth.can_see(name):
         raise Forbidden(f"You may not read namespace {name!r}.")
+    if "\x00" in name:  # no namespace has one, and PostgreSQL text cannot hold it
+        raise NotFound("No such namespace.")
     ns = Namespace.objects.filter(name=name).first()
     if ns is None:
         raise NotFound(f"No namespace {name!r}.")
@@ -85,7 +89,7 @@ class HealthView(APIView):
 
     @extend_schema(
         operation_id="health",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: openapi.HealthOut, 503: openapi.HealthOut},
         description="Liveness of the service, its database and its broker.",
     )
     def get(self, request):
@@ -108,7 +112,7 @@ class NamespaceListView(APIView):
 
     @extend_schema(
         operation_id="namespaces_list",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: openapi.NamespaceList},
         description="Namespaces visible to the caller, with their settings.",
     )
     def get(self, request):
@@ -116,7 +120,10 @@ class NamespaceListView(APIView):
         qs = Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
         return Response({"results": [serializers.namespace_out(ns) for ns in qs], "next": None})
 
-    @extend_schema(request=serializers.NamespaceIn, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.NamespaceIn,
+        responses={201: openapi.NamespaceOut, 409: openapi.error("The namespace exists.")},
+    )
     def post(self, request):
         data = validated(serializers.NamespaceIn, request.data)
         ns = services.namespace_create(**data)
@@ -128,7 +135,7 @@ class NamespaceDetailView(APIView):
 
     @extend_schema(
         operation_id="namespaces_detail",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: openapi.NamespaceOut},
         description="One namespace's settings.",
     )
     def get(self, request, name: str):
@@ -143,7 +150,14 @@ class ObjectListView(APIView):
 
     @extend_schema(
         operation_id="objects_list",
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[
+            openapi.NAMESPACE_FILTER,
+            openapi.query("epistemic_type", enum=list(serializers.policy.EPISTEMIC_TYPES)),
+            openapi.query("pinned", enum=["true", "false"]),
+            openapi.CURSOR,
+            openapi.PAGE_SIZE,
+        ],
+        responses={200: openapi.ObjectList},
         description="Objects visible to the caller, keyset-paginated by creation time.",
     )
     def get(self, request):
@@ -172,8 +186,21 @@ class ObjectListView(APIView):
         )
 
     @extend_schema(
-        request=serializers.ObjectIn,
-        responses={201: OpenApiTypes.OBJECT},
+        request=PolymorphicProxySerializer(
+            component_name="ObjectCreate",
+            serializers=[serializers.ObjectIn, serializers.ObjectIn(many=True)],
+            resource_type_field_name=None,
+            many=False,
+        ),
+        responses={
+            201: PolymorphicProxySerializer(
+                component_name="ObjectCreated",
+                serializers=[openapi.ObjectOut, openapi.ObjectOut(many=True)],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            409: openapi.CONFLICT,
+        },
         description="One object or a list of up to 1000; all are created or none.",
     )
     def post(self, request):
@@ -203,7 +230,7 @@ class ObjectDetailView(APIView):
 
     @extend_schema(
         operation_id="objects_detail",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: openapi.ObjectOut},
         description="An object's state, `salience_effective` now, and its `aggregate`.",
     )
     def get(self, request, object_id: str):
@@ -216,7 +243,8 @@ class ObjectStateView(APIView):
 
     @extend_schema(
         operation_id="objects_state_as_of",
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[openapi.time_param("as_of", "The time to replay to.", required=True)],
+        responses={200: openapi.ObjectStateOut},
         description="The object's state after the last operation with ts ≤ `as_of`.",
     )
     def get(self, request, object_id: str):
@@ -234,7 +262,8 @@ class ObjectOperationsView(APIView):
 
     @extend_schema(
         operation_id="objects_operations",
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[openapi.CURSOR, openapi.PAGE_SIZE],
+        responses={200: openapi.OperationList},
         description="The object's operation chain, oldest first.",
     )
     def get(self, request, object_id: str):
@@ -275,7 +304,9 @@ class ObjectPinView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
     serializer_class = serializers.PinIn
 
-    @extend_schema(request=serializers.PinIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.PinIn, responses={200: openapi.ObjectOut, 409: openapi.CONFLICT}
+    )
     def post(self, request, object_id: str):
         return super().post(request, object_id)
 
@@ -286,7 +317,9 @@ class ObjectPinView(_ObjectChangeView):
 class ObjectUnpinView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
 
-    @extend_schema(request=serializers.ReasonIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.ReasonIn, responses={200: openapi.ObjectOut, 409: openapi.CONFLICT}
+    )
     def post(self, request, object_id: str):
         return super().post(request, object_id)
 
@@ -298,7 +331,9 @@ class ObjectTransitionView(_ObjectChangeView):
     roles = {"POST": (ADMIN,)}
     serializer_class = serializers.TransitionIn
 
-    @extend_schema(request=serializers.TransitionIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.TransitionIn, responses={200: openapi.ObjectOut, 409: openapi.CONFLICT}
+    )
     def post(self, request, object_id: str):
         return super().post(request, object_id)
 
@@ -310,9 +345,38 @@ class ObjectConditionView(_ObjectChangeView):
     roles = {"POST": WRITERS}
     serializer_class = serializers.ConditionIn
 
-    @extend_schema(request=serializers.ConditionIn, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=serializers.ConditionIn, responses={200: openapi.ObjectOut, 409: openapi.CONFLICT}
+    )
     def post(self, request, object_id: str):
         return super().post(request, object_id)
 
     def change(self, request, object_id, data):
         return services.object_condition(client=request.auth, object_id=object_id, **data)
+
+
+class MetricsReader(BasePermission):
+    """An operator or admin token, or any caller from ``RMS_METRICS_ALLOW_IPS``."""
+
+    message = "Only operators and admins may read the metrics."
+
+    def has_permission(self, request, view) -> bool:
+        client = request.auth
+        if client is not None:
+            return client.role in (OPERATOR, ADMIN)
+        try:
+            address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        except ValueError:
+            return False
+        return any(address in net for net in settings.RMS_METRICS_ALLOW_IPS)
+
+
+class PrometheusView(APIView):
+    """``GET /metrics``: the Prometheus text exposition (``rms.telemetry``)."""
+
+    permission_classes = [MetricsReader]
+    throttle_classes: list = []
+
+    @extend_schema(exclude=True)  # operational, outside the API contract
+    def get(self, request):
+        return HttpResponse(telemetry.exposition(), content_type=telemetry.CONTENT_TYPE)

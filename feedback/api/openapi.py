@@ -1,0 +1,221 @@
+"""The OpenAPI shapes of the feedback API's answers (issue 15), for the schema only: the views
+answer plain dicts; ``tests/rms/test_openapi.py`` validates real answers against these."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from feedback import metrics, taskruns, utility
+from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
+from feedback.models import TaskRun
+from rms import policy
+from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
+
+EFFECTS = (
+    policy.EFFECT_REINFORCED,
+    policy.EFFECT_PENALIZED,
+    policy.EFFECT_UNUSED,
+    policy.EFFECT_REJECTED,
+)
+_TIMES = {"last_positive_signal", "last_negative_signal", "last_use_at"}
+_FLOATS = {"lifetime_gamma_applied", "lifetime_delta_applied", "utility"}
+
+
+def _aggregate_field(name: str) -> serializers.Field:
+    if name in _TIMES:
+        return serializers.DateTimeField(allow_null=True)
+    if name in _FLOATS:
+        return serializers.FloatField()
+    return serializers.IntegerField()
+
+
+#: SPEC §8: every field of ``feedback.aggregates.Aggregate`` plus ``usage_ratio``.
+AggregateOut = type(
+    "AggregateOut",
+    (serializers.Serializer,),
+    {
+        "__doc__": "An object's feedback aggregate (SPEC §8).",
+        **{name: _aggregate_field(name) for name in AGGREGATE_FIELDS},
+        "usage_ratio": serializers.FloatField(allow_null=True),
+    },
+)
+
+
+def _choice(values, **kw) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=list(values), **kw)
+
+
+class SignalAnswer(serializers.Serializer):
+    operation = OperationOut(help_text="REINFORCE, PENALTY or FEEDBACK_EVENT (SPEC §6).")
+    effect = _choice(EFFECTS)
+    object = ObjectOut()
+
+
+class SessionSignalOut(serializers.Serializer):
+    signal_type = _choice(policy.SIGNAL_TYPES)
+    object_id = serializers.UUIDField()
+    detection_method = _choice(policy.DETECTION_METHODS)
+    reliability_class = _choice(sorted({c for c, _ in policy.DETECTION_METHODS.values()}))
+    effect = _choice(EFFECTS)
+    operation_id = serializers.UUIDField()
+    applied_gamma = serializers.FloatField(required=False)
+    effective_gamma = serializers.FloatField(required=False)
+    applied_delta = serializers.FloatField(required=False)
+    effective_delta = serializers.FloatField(required=False)
+    reason = serializers.CharField(required=False, help_text="Why the signal was rejected.")
+
+
+class SessionRecord(serializers.Serializer):
+    """The stored FEEDBACK_SESSION record (API.md)."""
+
+    id = serializers.UUIDField()
+    session_id = serializers.CharField()
+    request_id = serializers.CharField()
+    ts = serializers.DateTimeField()
+    namespace_scope = serializers.ListField(child=serializers.CharField())
+    context_budget = serializers.IntegerField()
+    tokens_used = serializers.IntegerField()
+    context_tags = serializers.ListField(child=serializers.CharField())
+    outcome = _choice(utility.OUTCOMES, allow_null=True)
+    injected_object_ids = serializers.ListField(child=serializers.UUIDField())
+    signals = SessionSignalOut(many=True)
+    unused_ids = serializers.ListField(child=serializers.UUIDField())
+    session_str_mean = serializers.FloatField(allow_null=True)
+
+
+class BatchItem(serializers.Serializer):
+    """One item's answer, in the order sent: ``record`` for 201 (created) and 200 (an identical
+    retry), ``error`` for 400 (invalid), 403 (a namespace the caller may not write) and 409."""
+
+    status = serializers.ChoiceField(choices=[201, 200, 400, 403, 409])
+    record = SessionRecord(required=False)
+    error = ErrorDetail(required=False)
+
+
+class BatchAnswer(serializers.Serializer):
+    results = BatchItem(many=True)
+
+
+class MetricOut(serializers.Serializer):
+    value = serializers.FloatField(allow_null=True)
+    threshold = serializers.FloatField()
+    direction = _choice(sorted(set(metrics.DIRECTIONS.values())))
+    state = _choice((metrics.STATE_OK, metrics.STATE_ALERT, metrics.STATE_NO_DATA))
+
+
+MetricsByName = type(
+    "MetricsByName",
+    (serializers.Serializer,),
+    {name: MetricOut() for name in metrics.METRIC_NAMES},
+)
+
+
+class MetricWindow(serializers.Serializer):
+    since = serializers.DateTimeField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+
+
+class MetricWarning(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class MetricsOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    window = MetricWindow()
+    metrics = MetricsByName()
+    warnings = MetricWarning(many=True)
+
+
+class RankResult(serializers.Serializer):
+    object_id = serializers.UUIDField()
+    score = serializers.FloatField()
+    similarity = serializers.FloatField()
+    hotness = serializers.FloatField()
+    utility = serializers.FloatField()
+    confidence = serializers.FloatField()
+
+
+class RankOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    results = RankResult(many=True)
+
+
+class DetectResult(serializers.Serializer):
+    object_id = serializers.UUIDField()
+    signal_type = _choice(("REFERENCED", "UNUSED"))
+    score = serializers.FloatField()
+    reason = serializers.CharField()
+
+
+class DetectOut(serializers.Serializer):
+    results = DetectResult(many=True)
+
+
+def task_kind(**kw) -> serializers.ChoiceField:
+    """The task kinds of API.md, read from ``feedback.taskruns.KINDS`` (a new kind is listed)."""
+    return _choice(taskruns.KINDS, **kw)
+
+
+def _params_help() -> str:
+    lines = []
+    for name, kind in taskruns.KINDS.items():
+        params = ", ".join(kind.params) or "none"
+        lines.append(f"`{name}`: {params}")
+    return "Parameters by kind (defaults filled in): " + "; ".join(lines) + "."
+
+
+class TaskStart(serializers.Serializer):
+    kind = task_kind()
+    params = serializers.DictField(required=False, help_text=_params_help())
+
+
+class TaskOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = task_kind()
+    state = _choice(TaskRun.STATES)
+    progress = serializers.FloatField(min_value=0.0, max_value=1.0)
+    result = serializers.DictField(allow_null=True, help_text="By kind (API.md).")
+    error = serializers.CharField(allow_null=True)
+    params = serializers.DictField()
+    created_by = serializers.CharField()
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class TaskList(serializers.Serializer):
+    results = TaskOut(many=True)
+    next = NEXT
+
+
+class ReviewQueue(serializers.Serializer):
+    results = ObjectOut(many=True)
+    next = NEXT
+
+
+# --- alerts (API.md "The closed loop") ----------------------------------------------------------
+
+
+class AlertWindow(serializers.Serializer):
+    since = serializers.DateTimeField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+
+
+class AlertOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    namespace = serializers.CharField()
+    metric = serializers.ChoiceField(choices=metrics.METRIC_NAMES)
+    state = serializers.ChoiceField(choices=("open", "resolved"))
+    raised_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    value = serializers.FloatField(allow_null=True, help_text="The metric's value when raised.")
+    threshold = serializers.FloatField()
+    window = AlertWindow()
+    duration_seconds = serializers.FloatField(allow_null=True, help_text="Null while open.")
+
+
+class AlertList(serializers.Serializer):
+    results = AlertOut(many=True)
+    next = NEXT

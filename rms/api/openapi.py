@@ -1,0 +1,243 @@
+"""The OpenAPI document's shapes (issue 15): answers and query parameters, for the schema only.
+
+The views build their answers as plain dicts (``serializers.object_out`` & co.); these
+serializers are never run, they describe those dicts to drf-spectacular so the published
+document is exact. ``tests/rms/test_openapi.py`` validates real answers of every operation
+against it, so a field added to an answer and not here (or the reverse) fails a test.
+
+The error responses every operation can give (401, 403, 404, 429, 503...) are added by
+``rms.api.schema.AutoSchema``; views declare only the ones specific to them (409...).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
+
+from rms import evidence, oplog, policy
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ErrorDetail(serializers.Serializer):
+    code = serializers.CharField(help_text="snake_case, stable: branch on it, not on `message`.")
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Validation errors only: field path (`injections.2.token_cost`) → messages.",
+    )
+
+
+class Error(serializers.Serializer):
+    """Every error body (API.md)."""
+
+    error = ErrorDetail()
+
+
+def error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(Error, description=description)
+
+
+CONFLICT = error("Conflict: idempotency mismatch, a forbidden transition, or `ts_out_of_order`.")
+
+# --- query parameters ---------------------------------------------------------------------------
+
+
+def query(name: str, type_=OpenApiTypes.STR, description: str = "", **kw) -> OpenApiParameter:
+    return OpenApiParameter(name, type_, OpenApiParameter.QUERY, description=description, **kw)
+
+
+NAMESPACE = query("namespace", required=True, description="Namespace to read (403 if not yours).")
+NAMESPACE_FILTER = query("namespace", description="Only objects of this namespace.")
+PAGE_SIZE = query(
+    "page_size",
+    {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    "Items per page, 1..1000 (default 100).",
+)
+CURSOR = query("cursor", description="Opaque cursor from a previous page's `next` URL.")
+
+
+def time_param(name: str, description: str, *, required: bool = False) -> OpenApiParameter:
+    return query(name, OpenApiTypes.DATETIME, description, required=required)
+
+
+# --- core answers -------------------------------------------------------------------------------
+
+NEXT = serializers.URLField(allow_null=True, help_text="URL of the next page, or null.")
+
+
+class NamespaceOut(serializers.Serializer):
+    name = serializers.CharField()
+    ignore_threshold = serializers.IntegerField()
+    relevance_threshold = serializers.FloatField()
+    alert_thresholds = serializers.DictField(child=serializers.FloatField())
+    weights = serializers.DictField(child=serializers.FloatField())
+    created_at = serializers.DateTimeField()
+
+
+class NamespaceList(serializers.Serializer):
+    results = NamespaceOut(many=True)
+    next = NEXT
+
+
+def _choice(values, **kw) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=list(values), **kw)
+
+
+class ObjectOut(serializers.Serializer):
+    """An object now (API.md Object GET); apps add fields with :func:`register_object_field`."""
+
+    id = serializers.UUIDField()
+    namespace = serializers.CharField()
+    content = serializers.CharField()
+    domain_tags = serializers.ListField(child=serializers.CharField())
+    epistemic_type = _choice(policy.EPISTEMIC_TYPES)
+    condition_state = _choice(policy.CONDITION_STATES, allow_null=True)
+    decay_profile = _choice(policy.DECAY_PROFILES)
+    confidence = serializers.FloatField()
+    salience_base = serializers.FloatField()
+    salience_effective = serializers.FloatField()
+    reinforcement_boost = serializers.FloatField()
+    reinforcement_count = serializers.IntegerField()
+    last_reinforced_at = serializers.DateTimeField(allow_null=True)
+    evidence_ids = serializers.ListField(child=serializers.CharField())
+    pinned = serializers.BooleanField()
+    created_by = serializers.CharField()
+    created_by_type = _choice(policy.ACTOR_TYPES)
+    created_at = serializers.DateTimeField()
+    version = serializers.IntegerField()
+    head_hash = serializers.CharField()
+
+
+def register_object_field(name: str, field: serializers.Field) -> None:
+    """Document a field an app adds to every object answer (``rms.extensions``), e.g. the
+    ``aggregate`` of ``feedback``: ``rms`` never imports the apps built on it."""
+    ObjectOut._declared_fields[name] = field
+
+
+class ObjectList(serializers.Serializer):
+    results = ObjectOut(many=True)
+    next = NEXT
+
+
+class OperationOut(serializers.Serializer):
+    """An operation as stored (SPEC §6): the hashed row plus ``seq`` and ``hash``."""
+
+    seq = serializers.IntegerField(
+        allow_null=True,
+        help_text="The log position; null in the answer that created the operation on SQLite, "
+        "where it is assigned by the database after the insert.",
+    )
+    id = serializers.UUIDField()
+    ts = serializers.DateTimeField()
+    op_type = serializers.CharField()
+    target_type = _choice(
+        (oplog.TARGET_OBJECT, oplog.TARGET_SESSION, oplog.TARGET_RELATIONSHIP, "namespace")
+    )
+    target_id = serializers.CharField()
+    namespace = serializers.CharField()
+    actor_id = serializers.CharField()
+    actor_type = serializers.CharField()
+    session_id = serializers.CharField(allow_null=True)
+    payload = serializers.DictField(help_text="By op_type, as SPEC §6 lists.")
+    policy_version = serializers.CharField(allow_null=True)
+    state = serializers.DictField(allow_null=True, help_text="The target's state after it.")
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()
+
+
+class OperationList(serializers.Serializer):
+    results = OperationOut(many=True)
+    next = NEXT
+
+
+class OperationRef(serializers.Serializer):
+    seq = serializers.IntegerField()
+    id = serializers.UUIDField()
+    op_type = serializers.CharField()
+    ts = serializers.DateTimeField()
+
+
+class ObjectStateOut(serializers.Serializer):
+    """The object as it stood at ``as_of``, replayed from its log."""
+
+    id = serializers.UUIDField()
+    namespace = serializers.CharField()
+    as_of = serializers.DateTimeField()
+    content = serializers.CharField()
+    epistemic_type = _choice(policy.EPISTEMIC_TYPES)
+    condition_state = _choice(policy.CONDITION_STATES, allow_null=True)
+    decay_profile = _choice(policy.DECAY_PROFILES)
+    confidence = serializers.FloatField()
+    salience_base = serializers.FloatField()
+    salience_effective = serializers.FloatField()
+    reinforcement_boost = serializers.FloatField()
+    reinforcement_count = serializers.IntegerField()
+    last_reinforced_at = serializers.DateTimeField(allow_null=True)
+    evidence_ids = serializers.ListField(child=serializers.CharField())
+    pinned = serializers.BooleanField()
+    version = serializers.IntegerField()
+    operation = OperationRef()
+
+
+class HealthOut(serializers.Serializer):
+    status = _choice(("ok", "degraded"))
+    database = _choice(("ok", "unavailable"))
+    broker = _choice(("ok", "unavailable"))
+
+
+# --- relationships ------------------------------------------------------------------------------
+
+
+class RelationshipOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    namespace = serializers.CharField()
+    source = serializers.UUIDField()
+    target = serializers.UUIDField()
+    relation = serializers.CharField()
+    extraction_context = _choice(evidence.EXTRACTION_CONTEXTS)
+    alpha = serializers.FloatField()
+    beta = serializers.FloatField()
+    mean = serializers.FloatField()
+    variance = serializers.FloatField()
+    effective_confidence = serializers.FloatField()
+    prior_mean = serializers.FloatField()
+    corroborations = serializers.IntegerField()
+    contradictions = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    last_corroborated_at = serializers.DateTimeField(allow_null=True)
+    version = serializers.IntegerField()
+    as_of = serializers.DateTimeField(required=False, help_text="Only with `?as_of=`.")
+
+
+class RelationshipList(serializers.Serializer):
+    results = RelationshipOut(many=True)
+    next = NEXT
+
+
+class ExpansionOut(serializers.Serializer):
+    object_id = serializers.UUIDField()
+    score = serializers.FloatField()
+    seed = serializers.UUIDField()
+    path = serializers.ListField(child=serializers.UUIDField(), help_text="Relationship ids.")
+
+
+class ExpansionList(serializers.Serializer):
+    results = ExpansionOut(many=True)
+
+
+class CalibrationRowOut(serializers.Serializer):
+    extraction_context = _choice(evidence.EXTRACTION_CONTEXTS)
+    prior_mean = serializers.FloatField()
+    edges = serializers.IntegerField()
+    observations = serializers.IntegerField()
+    corroborations = serializers.IntegerField()
+    observed = serializers.FloatField(allow_null=True)
+    difference = serializers.FloatField(allow_null=True)
+
+
+class CalibrationOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    results = CalibrationRowOut(many=True)
