@@ -20,6 +20,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, Least, Trunc
 from django.utils import timezone
 
+from delivery.models import WebhookDelivery
 from feedback import metrics
 from feedback import selectors as feedback_selectors
 from feedback.metrics import METRIC_NAMES
@@ -33,7 +34,7 @@ from feedback.models import (
     TaskRun,
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
-from rms import evidence, oplog, policy
+from rms import changes, evidence, oplog, policy
 from rms.models import MemoryObject, Namespace, Operation, Relationship
 from rms.policy import DEPRECATED
 from rms.replay import state_from_snapshot
@@ -793,3 +794,27 @@ def latest_runs(kinds) -> dict[str, TaskRun]:
         if run is not None:
             out[kind] = run
     return out
+
+
+# --- the closed loop: change events, alerts, webhooks -----------------------------------------
+
+
+def object_events(obj, limit: int = 20) -> list[dict]:
+    """The object's latest change events (newest first), each with what webhooks made of it:
+    deliveries by state (one query for all of them)."""
+    events = changes.target_events(obj.pk, limit=limit, newest_first=True)
+    counts: dict[str, dict[str, int]] = {}
+    rows = (
+        WebhookDelivery.objects.filter(event_id__in=[e["id"] for e in events])
+        .values_list("event_id", "state")
+        .annotate(n=Count("id"))
+    )
+    for event_id, state, n in rows:
+        counts.setdefault(event_id, {})[state] = n
+    for event in events:
+        event["deliveries"] = counts.get(event["id"], {})
+    return events
+
+
+def alert_history(namespace, limit: int = 8) -> list:
+    return list(feedback_selectors.alerts(namespace=namespace)[:limit])

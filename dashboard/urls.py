@@ -18,4 +18,6 @@ urlpatterns = [
     path("tasks/status.json", views.task_status, name="task-status"),
     path("simulations/", views.simulations, name="simulations"),
     path("evidence/", views.evidence, name="evidence"),
+    path("webhooks/", views.webhooks, name="webhooks"),
+    path("webhooks/action/", views.webhook_action, name="webhook-action"),
 ]

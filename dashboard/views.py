@@ -24,10 +24,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import charts, forms, selectors
 from dashboard.permissions import ADMINS, ANY_ROLE, OPERATORS, dashboard_view, pick_namespace
+from delivery import selectors as delivery_selectors
+from delivery import services as delivery_services
+from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import metrics
 from feedback.models import FeedbackSession, InjectionEvent, SignalRecord, TaskRun
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
-from rms import oplog, policy, services
+from rms import changes, oplog, policy, services
 from rms.edges import object_relationships
 from rms.errors import DomainError, NotFound
 from rms.replay import state_from_snapshot
@@ -173,6 +176,10 @@ def overview(request):
                 trend.buckets, trend.values, trend.alert, thresholds
             ),
             "review_below": REVIEW_USAGE_BELOW,
+            "alert_history": [
+                {"alert": a, "label": charts.METRIC_LABELS.get(a.metric, a.metric)}
+                for a in selectors.alert_history(current)
+            ],
         }
     )
     return render(request, "dashboard/overview.html", context)
@@ -370,6 +377,7 @@ def object_detail(request, object_id):
         "sort": sort,
         "descending": descending,
         "relationships": relationships,
+        "events": selectors.object_events(obj),
         "is_admin": access.is_admin,
     }
     return render(request, "dashboard/object.html", context)
@@ -777,3 +785,85 @@ def evidence(request):
         "detection_chart": charts.detection_sweep(figures["sweep"], figures["threshold"]),
     }
     return render(request, "dashboard/evidence.html", context)
+
+
+# --- webhooks (admin) -----------------------------------------------------------------------
+
+
+def _webhooks_context(request) -> dict:
+    endpoints = list(delivery_selectors.endpoints_with_stats())
+    for endpoint in endpoints:
+        endpoint.success_rate = delivery_selectors.success_rate(endpoint)
+    by_id = {str(e.pk): e for e in endpoints}
+    chosen = by_id.get(request.GET.get("endpoint") or "")
+    state = request.GET.get("state")
+    state = state if state in WebhookDelivery.STATES else ""
+    event_type = request.GET.get("event_type")
+    event_type = event_type if event_type in changes.EVENT_TYPES else ""
+    qs = delivery_selectors.deliveries(
+        endpoint=chosen, state=state or None, event_type=event_type or None
+    )
+    return {
+        "endpoints": endpoints,
+        "chosen": chosen,
+        "state": state,
+        "event_type": event_type,
+        "states": WebhookDelivery.STATES,
+        "event_types": changes.EVENT_TYPES,
+        "feed_types": changes.FEED_TYPES,
+        "namespaces": list(request.access.namespaces()),
+        "page": _page(request, qs),
+    }
+
+
+@require_GET
+@dashboard_view(ADMINS)
+def webhooks(request):
+    return render(request, "dashboard/webhooks.html", _webhooks_context(request))
+
+
+@require_POST
+@dashboard_view(ADMINS)
+def webhook_action(request):
+    """Create, test, rotate, enable, disable, delete an endpoint, or retry a delivery. A new or
+    rotated secret is shown once, in this answer (never stored in a message or a redirect)."""
+    action = request.POST.get("action")
+    endpoint_id = request.POST.get("endpoint")
+    secret = None
+    try:
+        if action == "create":
+            endpoint, secret = delivery_services.endpoint_create(
+                created_by=request.access.client.name,
+                url=request.POST.get("url", "").strip(),
+                namespaces=request.POST.getlist("namespaces"),
+                event_types=request.POST.getlist("event_types"),
+                description=request.POST.get("description", "").strip(),
+            )
+            endpoint_id = str(endpoint.pk)
+        elif action == "rotate":
+            secret = delivery_services.endpoint_rotate_secret(endpoint_id=endpoint_id)
+        elif action == "test":
+            delivery_services.endpoint_test(endpoint_id=endpoint_id)
+            messages.success(request, "Test event queued; it appears in the deliveries below.")
+        elif action in ("enable", "disable"):
+            state = WebhookEndpoint.ACTIVE if action == "enable" else WebhookEndpoint.DISABLED
+            delivery_services.endpoint_update(endpoint_id=endpoint_id, data={"state": state})
+            messages.success(request, f"Endpoint {'re-enabled' if state == 'active' else state}.")
+        elif action == "delete":
+            delivery_services.endpoint_delete(endpoint_id=endpoint_id)
+            messages.success(request, "Endpoint deleted.")
+        elif action == "retry":
+            delivery_services.delivery_retry(
+                endpoint_id=endpoint_id, delivery_id=request.POST.get("delivery")
+            )
+            messages.success(request, "Retry queued.")
+        else:
+            messages.error(request, "Unknown action.")
+    except DomainError as exc:
+        detail = "; ".join(m for msgs in (exc.fields or {}).values() for m in msgs)
+        messages.error(request, detail or exc.message)
+    if secret is None:
+        return _back(request, reverse("dashboard:webhooks"))
+    context = _webhooks_context(request)
+    context.update({"new_secret": secret, "secret_endpoint": endpoint_id})
+    return render(request, "dashboard/webhooks.html", context)

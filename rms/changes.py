@@ -385,14 +385,14 @@ def head() -> Position:
     return _head(START, horizon())
 
 
-def target_events(target_id, *, limit: int = 200) -> list[dict]:
-    """The change events of one target, oldest first (an object's page): committed rows only,
-    read without the release horizon because nothing here is a cursor."""
+def target_events(target_id, *, limit: int = 200, newest_first: bool = False) -> list[dict]:
+    """The change events of one target, oldest (or newest) first, for an object's page:
+    committed rows only, read without the release horizon because nothing here is a cursor."""
     from rms.models import Operation
 
     ops = (
         Operation.objects.filter(target_id=target_id, op_type__in=CHANGE_OPS)
-        .order_by("seq")
+        .order_by("-seq" if newest_first else "seq")
         .values("seq", "id", "ts", "op_type", "payload", "state")[:limit]
     )
     return [

@@ -20,10 +20,10 @@ pytestmark = pytest.mark.django_db
 #: page → queries: 3 for the login, then the page's own (see each view).
 PAGES = {
     # namespaces, objects and aggregates binned (2), the window's sessions and injections (2),
-    # the snapshot series
-    "/": 9,
+    # the snapshot series, the alert history
+    "/": 10,
     # + the daily snapshot series of the "all" window
-    "/?window=all": 10,
+    "/?window=all": 11,
     # namespaces, count, page, tokens spent of the page
     "/review/?namespace=support": 6,
     "/review/?namespace=support&sort=tokens&dir=desc": 6,
@@ -78,11 +78,12 @@ def test_object_and_session_pages_are_flat(admin, namespaces, django_assert_num_
     c = login(admin)
     small = grow(1)
     big = grow(5)
-    # object, trajectory, operations page, relationships, their other objects
+    # object, trajectory, operations page, relationships, their other objects, the change
+    # events and their webhook deliveries
     for paths in (small, big):
-        count(django_assert_num_queries, c, paths["object"], 8)
+        count(django_assert_num_queries, c, paths["object"], 10)
         # + the state as of T and the version then
-        count(django_assert_num_queries, c, paths["object"] + "?as_of=2026-06-01T02:00", 10)
+        count(django_assert_num_queries, c, paths["object"] + "?as_of=2026-06-01T02:00", 12)
         # session, injections, signals, the changes
         count(django_assert_num_queries, c, paths["session"], 7)
 
@@ -93,6 +94,7 @@ def test_cached_overview_reads_only_what_is_not_cached(
     c = login(admin)
     grow(1)
     c.get("/")
-    # login (3) and the namespaces: health, histograms and snapshot series are cached.
-    with django_assert_num_queries(4):
+    # login (3), the namespaces and the alert history: health, histograms and snapshot series
+    # are cached.
+    with django_assert_num_queries(5):
         c.get("/")

@@ -115,3 +115,9 @@
     start();
   }
 })();
+
+// Destructive buttons ask first (the server still checks the role and the CSRF token).
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-confirm]");
+  if (button && !window.confirm(button.dataset.confirm)) event.preventDefault();
+});
