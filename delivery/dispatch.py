@@ -38,7 +38,7 @@ from standardwebhooks.webhooks import Webhook
 
 from delivery import policy, safety
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import changes
+from rms import changes, telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +299,16 @@ def disable(endpoint: WebhookEndpoint, reason: str, *, now: datetime) -> None:
 def attempt(claim: Claimed) -> str:
     """Send and record one claimed delivery (on a pool thread: its own DB connection)."""
     try:
-        return record(claim, send(claim))
+        outcome = send(claim)
+        if policy.is_success(outcome.status):
+            telemetry.WEBHOOK_ATTEMPTS.labels("succeeded").inc()
+        else:
+            telemetry.WEBHOOK_ATTEMPTS.labels(
+                "http_error" if outcome.status else "unreachable"
+            ).inc()
+        if outcome.latency_ms is not None:
+            telemetry.WEBHOOK_LATENCY.observe(outcome.latency_ms / 1000)
+        return record(claim, outcome)
     finally:
         connection.close()
 

@@ -81,3 +81,22 @@ def delivery_out(delivery: WebhookDelivery) -> dict:
         "last_attempt_at": iso(delivery.last_attempt_at),
         "created_at": iso(delivery.created_at),
     }
+
+
+def webhook_gauges():
+    """Prometheus gauges read at scrape time: endpoints by state, pending deliveries (an
+    indexed count: the succeeded ones grow for ever and are left out)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    endpoints = GaugeMetricFamily(
+        "rms_webhook_endpoints", "Webhook endpoints, by state.", labels=["state"]
+    )
+    counts = dict(WebhookEndpoint.objects.values_list("state").annotate(n=Count("id")).order_by())
+    for state in WebhookEndpoint.STATES:
+        endpoints.add_metric([state], counts.get(state, 0))
+    yield endpoints
+    yield GaugeMetricFamily(
+        "rms_webhook_pending_deliveries",
+        "Deliveries waiting for an attempt or a retry.",
+        value=WebhookDelivery.objects.filter(state=WebhookDelivery.PENDING).count(),
+    )

@@ -66,6 +66,17 @@ REBUILD_DURATION = Histogram(
     "Duration of a rebuild_aggregates run.",
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600),
 )
+WEBHOOK_ATTEMPTS = Counter(
+    "rms_webhook_attempts",
+    "Webhook delivery attempts, by outcome: succeeded (a 2xx), http_error (another status), "
+    "unreachable (timeout, refused connection, refused address).",
+    ["outcome"],
+)
+WEBHOOK_LATENCY = Histogram(
+    "rms_webhook_latency_seconds",
+    "Time for a webhook endpoint to answer an attempt.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 
 def multiprocess_dir() -> str | None:

@@ -434,3 +434,32 @@ def test_retry_policy_schedule_jitter_and_window():
     assert [policy.is_success(s) for s in (200, 204, 299, 300, 500, None)] == [
         True, True, True, False, False, False,
     ]  # fmt: skip
+
+
+def test_prometheus_counts_attempts_and_pending(fast_retries, receiver, admin_api, client_api):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples():
+        text = admin_api.get("/metrics").content.decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    before = samples()
+    hook = receiver(statuses=[500])
+    register(admin_api, hook.url)
+    create_object(client_api)
+    drive(lambda: WebhookDelivery.objects.filter(state="succeeded").exists())
+    after = samples()
+
+    def moved(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert moved("rms_webhook_attempts_total", outcome="succeeded") == 1
+    assert moved("rms_webhook_attempts_total", outcome="http_error") == 1
+    assert moved("rms_webhook_latency_seconds_count") == 2
+    assert after[("rms_webhook_endpoints", (("state", "active"),))] == 1
+    assert after[("rms_webhook_pending_deliveries", ())] == 0
