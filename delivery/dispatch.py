@@ -6,13 +6,14 @@ number of workers at once:
 1. **Pump.** For each active endpoint, read the feed after its cursor (no transaction, no lock),
    then in one short transaction move the cursor by compare-and-swap and create one delivery per
    event (unique per endpoint and event). A dispatcher that lost the race writes nothing.
-2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, at most PER_ENDPOINT in
+2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, a bounded number in
    flight per endpoint and none of an endpoint inside its backoff, commit, and only then POST
    them from a thread pool — no HTTP call ever runs while a database lock is held. Each attempt
    records its outcome in its own short transaction and releases the lease.
 
-A slow endpoint holds at most PER_ENDPOINT pool threads for at most the timeout; the pass waits
-for its attempts only briefly, so the next pass (and every other endpoint) goes on. A worker
+A slow endpoint holds at most RMS_WEBHOOK_PER_ENDPOINT pool threads for at most the timeout, and
+a failing one is backed off as a whole; a pass never waits for one attempt, so every other
+endpoint goes on. A worker
 lost mid-attempt leaves a lease that expires: the delivery is attempted again with the same
 ``webhook-id`` (at least once, as the Standard Webhooks specification expects).
 """
@@ -24,6 +25,7 @@ import logging
 import random
 import threading
 import time
+from concurrent.futures import FIRST_COMPLETED as FIRST
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
@@ -42,7 +44,6 @@ from rms import changes, telemetry
 
 logger = logging.getLogger(__name__)
 
-PER_ENDPOINT = 4
 CLAIM_LIMIT = 64
 PUMP_PAGE = 500
 PUMP_PAGES = 20  # per endpoint and pass: a long backlog is worked off over several passes
@@ -61,6 +62,20 @@ def pool() -> ThreadPoolExecutor:
                 max_workers=settings.RMS_WEBHOOK_THREADS, thread_name_prefix="webhook"
             )
         return _pool
+
+
+_local = threading.local()
+
+
+def _http() -> httpx.Client:
+    """This thread's HTTP client: connections to an endpoint's address are kept alive between
+    its deliveries. No redirects (a redirect could lead inside), no proxy from the environment."""
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = _local.client = httpx.Client(
+            timeout=policy.TIMEOUT, follow_redirects=False, trust_env=False
+        )
+    return client
 
 
 def body_of(event: dict) -> str:
@@ -140,7 +155,10 @@ class Claimed:
 
 def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Claimed]:
     """Due deliveries of active endpoints outside their backoff, each claimed by a
-    compare-and-swap on its lease (so two dispatchers never both send one)."""
+    compare-and-swap on its lease (so two dispatchers never both send one), at most
+    RMS_WEBHOOK_PER_ENDPOINT in flight per endpoint across all dispatchers."""
+    if limit <= 0:
+        return []
     now = now or timezone.now()
     busy: dict = {}
     for endpoint_id in WebhookDelivery.objects.filter(
@@ -161,7 +179,7 @@ def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Cla
     lease_until = now + LEASE
     claimed: list[Claimed] = []
     for pk, endpoint_id, url, secret, event in candidates:
-        if len(claimed) >= limit or busy.get(endpoint_id, 0) >= PER_ENDPOINT:
+        if len(claimed) >= limit or busy.get(endpoint_id, 0) >= settings.RMS_WEBHOOK_PER_ENDPOINT:
             continue
         won = (
             WebhookDelivery.objects.filter(pk=pk, state=WebhookDelivery.PENDING)
@@ -205,13 +223,12 @@ def send(claim: Claimed, *, now: datetime | None = None) -> Outcome:
         headers["host"] = f"{headers['host']}:{port}"
     started = time.perf_counter()
     try:
-        with httpx.Client(timeout=policy.TIMEOUT, follow_redirects=False, trust_env=False) as c:
-            response = c.post(
-                target.url,
-                content=body.encode(),
-                headers=headers,
-                extensions={"sni_hostname": target.host},
-            )
+        response = _http().post(
+            target.url,
+            content=body.encode(),
+            headers=headers,
+            extensions={"sni_hostname": target.host},
+        )
         latency = (time.perf_counter() - started) * 1000
     except httpx.TimeoutException:
         return Outcome(None, (time.perf_counter() - started) * 1000, "timeout after 10 s")
@@ -323,15 +340,28 @@ class PassResult:
     finished: int
 
 
-def run_pass(*, wait: float = 2.0) -> PassResult:
-    """Pump, claim and start the due attempts; wait up to ``wait`` seconds for them. Attempts
-    still running then finish on their threads (they hold their lease, not a lock)."""
+def run_pass(*, budget: float | None = None) -> PassResult:
+    """Follow the feed and deliver for up to ``budget`` seconds (RMS_WEBHOOK_PASS_SECONDS):
+    pump, claim what is due within each endpoint's in-flight limit, start those attempts, and
+    as attempts finish, pump and claim again. An idle pass (nothing due, nothing in flight)
+    returns at once. Attempts still running at the end finish on their threads (they hold a
+    lease, not a lock), so a slow endpoint never holds the pass — or the next one — back."""
+    budget = settings.RMS_WEBHOOK_PASS_SECONDS if budget is None else budget
+    deadline = time.monotonic() + budget
     close_old_connections()
-    created = pump()
-    claimed = claim_due()
-    futures = [pool().submit(attempt, claim) for claim in claimed]
-    done, _ = wait_for(futures, timeout=wait) if futures else (set(), set())
-    for future in done:
-        if future.exception() is not None:
-            logger.error("webhook attempt failed: %r", future.exception())
-    return PassResult(created, len(claimed), len(done))
+    in_flight: set = set()
+    created = claimed = finished = 0
+    while True:
+        created += pump()
+        batch = claim_due(limit=max(0, CLAIM_LIMIT - len(in_flight)))
+        claimed += len(batch)
+        in_flight.update(pool().submit(attempt, claim) for claim in batch)
+        remaining = deadline - time.monotonic()
+        if (not in_flight and not batch) or remaining <= 0:
+            break
+        done, in_flight = wait_for(in_flight, timeout=min(remaining, 0.05), return_when=FIRST)
+        for future in done:
+            finished += 1
+            if future.exception() is not None:
+                logger.error("webhook attempt failed: %r", future.exception())
+    return PassResult(created, claimed, finished)

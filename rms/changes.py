@@ -276,7 +276,9 @@ def _rows(
         where.append("txid < %s::text::xid8")
         params.append(str(below))
         order = "txid, seq"
-        columns = _COLUMNS.format(txid="txid::text::bigint")
+        # Aliased: an output column named "txid" would win over the table's in ORDER BY (and a
+        # bigint sort cannot use the xid8 index).
+        columns = _COLUMNS.format(txid="txid::text::bigint AS position_txid")
     else:
         where.append("seq > %s")
         params.append(after.seq)
@@ -303,8 +305,9 @@ def _head(after: Position, below: int | None) -> Position:
     table = _op_table()
     if connection.vendor == "postgresql":
         sql = (
-            f"SELECT txid::text::bigint, seq FROM {table} WHERE {_CHANGE_PREDICATE} "
-            "AND txid < %s::text::xid8 ORDER BY txid DESC, seq DESC LIMIT 1"
+            f"SELECT txid::text::bigint AS position_txid, seq FROM {table} "
+            f"WHERE {_CHANGE_PREDICATE} AND txid < %s::text::xid8 "
+            "ORDER BY txid DESC, seq DESC LIMIT 1"
         )
         params = [str(below)]
     else:

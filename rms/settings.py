@@ -298,7 +298,10 @@ RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
 # Loopback/private/link-local endpoint URLs are refused (SSRF) unless this allows them (dev, tests).
 RMS_WEBHOOKS_ALLOW_PRIVATE = _bool("RMS_WEBHOOKS_ALLOW_PRIVATE", False)
 RMS_WEBHOOK_DISPATCH_EVERY = _seconds("RMS_WEBHOOK_DISPATCH_EVERY", 1)
-RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 16)
+RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 16)  # delivery threads per worker process
+RMS_WEBHOOK_PER_ENDPOINT = _seconds("RMS_WEBHOOK_PER_ENDPOINT", 8)  # attempts in flight at once
+# How long one dispatcher pass follows the feed before it returns (below the beat period).
+RMS_WEBHOOK_PASS_SECONDS = env.float("RMS_WEBHOOK_PASS_SECONDS", default=0.9)
 
 
 def _schedule(name: str, default: str) -> tuple[float, ...]:

@@ -93,12 +93,12 @@ def fast_retries(settings):
     return settings
 
 
-def drive(until: Callable[[], bool], *, timeout: float = 20.0, wait: float = 2.0) -> None:
+def drive(until: Callable[[], bool], *, timeout: float = 20.0, wait: float = 1.0) -> None:
     """Run dispatcher passes until ``until()`` holds."""
     deadline = time.monotonic() + timeout
     while not until():
         if time.monotonic() > deadline:
             raise AssertionError("the dispatcher did not get there in time")
-        dispatch.run_pass(wait=wait)
+        dispatch.run_pass(budget=wait)
         time.sleep(0.03)
     connection.close()

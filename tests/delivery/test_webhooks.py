@@ -155,7 +155,7 @@ def test_a_receiver_that_was_down_gets_everything_once_it_returns(
     hook.stop()
     ids = [create_object(client_api, content=f"fact {i}") for i in range(5)]
     for _ in range(4):
-        dispatch.run_pass(wait=2)
+        dispatch.run_pass(budget=2)
         time.sleep(0.1)
     assert hook.received == []
     failed = WebhookDelivery.objects.filter(attempts__gt=0)
@@ -183,7 +183,7 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_can_be_re_enabled(
     assert posts >= 2
     # Disabled: new events are not delivered.
     create_object(client_api, content="while disabled")
-    dispatch.run_pass(wait=1)
+    dispatch.run_pass(budget=1)
     assert len(hook.received) == posts
     # Re-enabled: resumes at the head of the log, failure count cleared.
     hook.statuses.clear()
@@ -211,7 +211,7 @@ def test_a_slow_endpoint_does_not_delay_another(fast_retries, receiver, admin_ap
     register(admin_api, fast.url)
     create_object(client_api)
     started = time.monotonic()
-    dispatch.run_pass(wait=0.5)
+    dispatch.run_pass(budget=0.5)
     assert time.monotonic() - started < 2.5  # the pass did not wait for the slow one
     assert len(fast.received) == 1
     assert fast.received[0].at - started < 1.5
@@ -227,7 +227,7 @@ def test_filters_by_namespace_and_type(fast_retries, receiver, admin_api, client
     post(outsider_api, f"/api/v1/objects/{theirs}/signals",
          {"signal_type": "CONFIRMED", "session_id": "s"})  # fmt: skip
     for _ in range(3):
-        dispatch.run_pass(wait=1)
+        dispatch.run_pass(budget=1)
     assert [json.loads(r.body)["target_id"] for r in hook.received] == [theirs]
 
 
@@ -287,7 +287,7 @@ def test_dispatchers_running_at_once_deliver_each_event_once(
     def passes():
         try:
             for _ in range(6):
-                dispatch.run_pass(wait=2)
+                dispatch.run_pass(budget=2)
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -379,7 +379,7 @@ def test_an_endpoint_that_turns_private_is_not_called(settings, receiver, admin_
     register(admin_api, hook.url)
     settings.RMS_WEBHOOKS_ALLOW_PRIVATE = False  # as if its name now resolved inside
     create_object(client_api)
-    dispatch.run_pass(wait=1)
+    dispatch.run_pass(budget=1)
     assert hook.received == []
     delivery = WebhookDelivery.objects.get()
     assert delivery.last_error.startswith("refused:")
@@ -395,7 +395,7 @@ def test_new_endpoints_receive_only_events_after_their_creation(
     after = create_object(client_api, content="after")
     drive(lambda: len(hook.received) == 1)
     for _ in range(2):
-        dispatch.run_pass(wait=1)
+        dispatch.run_pass(budget=1)
     assert [json.loads(r.body)["target_id"] for r in hook.received] == [after]
 
 

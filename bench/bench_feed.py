@@ -1,0 +1,344 @@
+"""The closed loop's read side: change-feed throughput on a large log, and the latency from a
+commit to the feed (long poll) and to a webhook receiver.
+
+    .venv/bin/python bench/bench_feed.py [--events 1000000] [--rate 200] [--seconds 20]
+
+1. **Feed throughput.** A log of ``--events`` change operations (REINFORCE rows with realistic
+   payloads and states, three namespaces, written by the bulk loader below in transactions of
+   10,000 rows, each with its own transaction id) is read through HTTP by following
+   ``next_cursor`` in pages of 1,000 from the start, parsing every page as a consumer would.
+   Beside it, one ordered ``COPY`` of the same rows in feed order is the floor.
+2. **Latency.** Writers post signals at ``--rate`` per second through the API (each one
+   REINFORCE: one change event). A long-polling consumer (``wait=30``) and a webhook receiver
+   (a local HTTP server; the dispatcher is a real Celery worker driven by a real beat at its
+   default 1 s period) note when each event arrives. Latency is measured from the moment the
+   writer *sent* the request, an upper bound of the time its transaction committed.
+
+Prints the tables of docs/PERFORMANCE.md. Targets: feed ≥ 20,000 events/s; p95 commit → feed
+≤ 1 s and commit → receiver ≤ 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+DB = "rms_bench_feed"
+REDIS = "redis://127.0.0.1:6379/9"
+PAGE = 1000
+CHUNK = 10_000
+NAMESPACES = ("bench", "bench_b", "bench_c")
+FEED_TARGET = 20_000
+FEED_P95_TARGET = 1.0
+HOOK_P95_TARGET = 2.0
+
+_BULK_SQL = """
+INSERT INTO rms_operation
+  (id, ts, op_type, target_type, target_id, namespace, actor_id, actor_type, session_id,
+   payload, policy_version, state, prev_hash, hash)
+SELECT gen_random_uuid(), now() - interval '30 days' + (g * interval '1 ms'), 'REINFORCE',
+       'memory_object', gen_random_uuid(), (%(namespaces)s::text[])[1 + g %% 3], 'user-7',
+       'HUMAN_USER', 'conv-' || (g %% 5000),
+       jsonb_build_object('signal_type', 'CONFIRMED', 'gamma', 0.15,
+         'gamma_effective', 0.15, 'confidence_before', 0.75, 'confidence_after', 0.7875,
+         'salience_before', 0.5, 'salience_after', 0.5375, 'session_id', 'conv-' || (g %% 5000),
+         'session_gamma_total', 0.15, 'signal_source', 'HUMAN_USER',
+         'detection_method', 'explicit_user', 'reliability_class', 'HIGH',
+         'reliability_discount', 1.0, 'repeat_index', 1, 'cap_applied', false,
+         'ceiling_applied', false, 'provenance_missing', false, 'evidence_ids', '[]'::jsonb,
+         'policy_version', 'confidence_v1', 'correlation_discount_applied', false),
+       'confidence_v1',
+       jsonb_build_object('epistemic_type', 'ASSERTED', 'decay_profile', 'MEDIUM',
+         'confidence', 0.7875, 'salience_base', 0.5375, 'condition_state', null,
+         'reinforcement_boost', 0.0, 'reinforcement_count', 1 + g %% 40,
+         'last_reinforced_at', '2026-11-01T00:00:00.000000+00:00', 'pinned', false,
+         'evidence_ids', '[]'::jsonb, 'version', 2 + g %% 90),
+       repeat('0', 64), md5(g::text) || md5(g::text)
+FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
+"""
+
+
+def build_log(events: int) -> float:
+    """The bulk loader: ``events`` change operations, CHUNK per transaction."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    with psycopg.connect(common.database_url(DB)) as conn:
+        for start in range(0, events, CHUNK):
+            stop = min(events, start + CHUNK) - 1
+            conn.execute(_BULK_SQL, {"namespaces": list(NAMESPACES), "start": start, "stop": stop})
+            conn.commit()
+        conn.execute("ANALYZE rms_operation")
+        conn.commit()
+    return time.perf_counter() - t0
+
+
+def copy_floor() -> tuple[float, int, int]:
+    """One ordered COPY of the feed's rows and columns: (seconds, rows, bytes)."""
+    import psycopg
+
+    query = (
+        "COPY (SELECT seq, txid, id, ts, op_type, target_type, target_id, namespace, payload, "
+        "state FROM rms_operation ORDER BY txid, seq) TO STDOUT"
+    )
+    with psycopg.connect(common.database_url(DB)) as conn, conn.cursor() as cur:
+        t0 = time.perf_counter()
+        size = rows = 0
+        with cur.copy(query) as copy:
+            for chunk in copy:
+                size += len(chunk)
+                rows += bytes(chunk).count(b"\n")
+        return time.perf_counter() - t0, rows, size
+
+
+def read_feed(port: int, token: str) -> tuple[float, int, int]:
+    """Follow the whole feed in pages of PAGE: (seconds, events, pages)."""
+    api = common.Api(port, token, timeout=120)
+    after = ""
+    events = pages = 0
+    t0 = time.perf_counter()
+    while True:
+        query = f"/api/v1/changes?limit={PAGE}" + (f"&after={after}" if after else "")
+        status, body = api.request("GET", query)
+        if status != 200:
+            raise RuntimeError(f"feed answered {status}: {body}")
+        events += len(body["results"])
+        pages += 1
+        after = body["next_cursor"]
+        if not body["has_more"]:
+            break
+    elapsed = time.perf_counter() - t0
+    api.close()
+    return elapsed, events, pages
+
+
+# --- latency -------------------------------------------------------------------------------------
+
+
+class Celery:
+    """A real worker and a real beat (default dispatch period), as subprocesses."""
+
+    def __init__(self, env: dict) -> None:
+        self.env = env
+        self.procs: list[subprocess.Popen] = []
+        self.logs = []
+
+    def __enter__(self) -> Celery:
+        common.BENCH_VAR_DIR.mkdir(parents=True, exist_ok=True)
+        for role, args in (
+            ("worker", ["worker", "-l", "warning", "--concurrency", "2"]),
+            ("beat", ["beat", "-l", "warning", "-s", str(common.BENCH_VAR_DIR / "beat-feed")]),
+        ):
+            log = open(common.BENCH_VAR_DIR / f"celery-{role}.log", "w")  # noqa: SIM115
+            self.logs.append(log)
+            self.procs.append(
+                subprocess.Popen(
+                    [common.PYTHON, "-m", "celery", "-A", "rms", *args],
+                    cwd=common.ROOT,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in self.logs:
+            log.close()
+
+
+def receiver(arrivals: dict) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            arrivals.setdefault(json.loads(body)["id"], time.perf_counter())
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer((common.HOST, 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def measure_latency(port, client_token, operator_token, admin_token, rate, seconds, objects):
+    hook_arrivals: dict[str, float] = {}
+    feed_arrivals: dict[str, float] = {}
+    sent: dict[str, float] = {}
+    hook = receiver(hook_arrivals)
+    admin = common.Api(port, admin_token)
+    status, body = admin.request(
+        "POST", "/api/v1/webhooks", {"url": f"http://127.0.0.1:{hook.server_address[1]}/hook"}
+    )
+    if status != 201:
+        raise RuntimeError(f"webhook registration answered {status}: {body}")
+    status, head = common.Api(port, operator_token).request("GET", "/api/v1/changes?limit=1000")
+    cursor = head["next_cursor"]
+    while head["has_more"]:
+        status, head = common.Api(port, operator_token).request(
+            "GET", f"/api/v1/changes?limit=1000&after={cursor}"
+        )
+        cursor = head["next_cursor"]
+    stop = threading.Event()
+
+    def consume():
+        api = common.Api(port, operator_token, timeout=60)
+        nonlocal cursor
+        while not stop.is_set():
+            status, page = api.request("GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}")
+            now = time.perf_counter()
+            for event in page["results"]:
+                feed_arrivals.setdefault(event["id"], now)
+            cursor = page["next_cursor"]
+
+    threads = 4
+    per_thread = rate / threads
+
+    def write(n: int):
+        api = common.Api(port, client_token)
+        t_start = time.perf_counter()
+        i = 0
+        while time.perf_counter() - t_start < seconds:
+            due = t_start + i / per_thread
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            oid = objects[(n + i * threads) % len(objects)]
+            t0 = time.perf_counter()
+            status, answer = api.request(
+                "POST",
+                f"/api/v1/objects/{oid}/signals",
+                {"signal_type": "CONFIRMED", "session_id": f"w{n}-{i}", "actor_id": f"u{n}"},
+            )
+            if status == 201:
+                sent[answer["operation"]["id"]] = t0
+            i += 1
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    time.sleep(0.5)
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline and (
+        len(set(sent) - set(hook_arrivals)) or len(set(sent) - set(feed_arrivals))
+    ):
+        time.sleep(0.2)
+    stop.set()
+    hook.shutdown()
+    feed_lat = sorted(feed_arrivals[k] - sent[k] for k in sent if k in feed_arrivals)
+    hook_lat = sorted(hook_arrivals[k] - sent[k] for k in sent if k in hook_arrivals)
+    return len(sent), feed_lat, hook_lat
+
+
+def make_objects(port: int, token: str, n: int) -> list[str]:
+    api = common.Api(port, token)
+    ids = []
+    for start in range(0, n, 500):
+        items = [
+            {"namespace": "bench", "content": f"fact {i}", "epistemic_type": "ASSERTED"}
+            for i in range(start, min(n, start + 500))
+        ]
+        status, body = api.request("POST", "/api/v1/objects", items)
+        if status != 201:
+            raise RuntimeError(f"objects answered {status}: {body}")
+        ids += [o["id"] for o in body]
+    return ids
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args(argv)
+    common.stop_on_sigterm()
+    ok = True
+    common.setup_database(DB)
+    admin = common.create_api_client("feed-admin", role="admin", namespaces=NAMESPACES, db=DB)
+    operator = common.create_api_client("feed-operator", role="operator", namespaces=(), db=DB)
+    writer = common.create_api_client("feed-writer", namespaces=NAMESPACES, db=DB)
+    extra = {"RMS_WEBHOOKS_ALLOW_PRIVATE": "1"}
+    try:
+        if not args.skip_throughput:
+            built = build_log(args.events)
+            print(f"# log: {args.events:,} change operations loaded in {built:.1f} s")
+            floor, rows, size = copy_floor()
+            with common.Server(db=DB, extra_env=extra) as server:
+                read_feed(server.port, operator)  # warm the caches once
+                elapsed, events, pages = read_feed(server.port, operator)
+            rate = events / elapsed
+            common.print_table(
+                ["what", "rows", "seconds", "events/s", "vs COPY", "target"],
+                [
+                    ["ordered COPY (floor)", f"{rows:,}", f"{floor:.2f}", f"{rows / floor:,.0f}",
+                     "1.00", ""],
+                    [f"GET /changes, pages of {PAGE} ({pages} pages)", f"{events:,}",
+                     f"{elapsed:.2f}", f"{rate:,.0f}", f"{floor / elapsed:.2f}",
+                     f">= {FEED_TARGET:,}/s"],
+                ],
+            )  # fmt: skip
+            print(f"# COPY bytes: {size / 1e6:.0f} MB")
+            if events != args.events:
+                print(f"FAILED: the feed returned {events:,} of {args.events:,} events")
+                ok = False
+            ok = ok and rate >= FEED_TARGET
+        if not args.skip_latency:
+            env = common.bench_env(DB, redis_url=REDIS, **extra)
+            with common.Server(db=DB, redis_url=REDIS, extra_env=extra) as server, Celery(env):
+                objects = make_objects(server.port, writer, 2000)
+                time.sleep(3)  # worker and beat up
+                n, feed_lat, hook_lat = measure_latency(
+                    server.port, writer, operator, admin, args.rate, args.seconds, objects
+                )
+            rows = []
+            for label, lat, target in (
+                ("commit → feed (long poll)", feed_lat, FEED_P95_TARGET),
+                ("commit → webhook receiver", hook_lat, HOOK_P95_TARGET),
+            ):
+                pct = common.percentiles(lat) if lat else {50: float("nan"), 95: float("nan"),
+                                                           99: float("nan")}  # fmt: skip
+                rows.append([label, f"{len(lat):,} / {n:,}", f"{pct[50]:.3f}", f"{pct[95]:.3f}",
+                             f"{pct[99]:.3f}", f"{max(lat) if lat else float('nan'):.3f}",
+                             f"p95 <= {target:g} s"])  # fmt: skip
+                ok = ok and len(lat) == n and pct[95] <= target
+            print(f"# load: {args.rate:g} signals/s for {args.seconds:g} s, 4 writer threads")
+            common.print_table(
+                ["latency", "arrived", "p50 s", "p95 s", "p99 s", "max s", "target"], rows
+            )
+    finally:
+        if not os.environ.get("RMS_BENCH_KEEP_DB"):
+            common.drop_database(DB)
+    print("bench_feed:", "OK" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
