@@ -164,7 +164,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rms.api.auth.ApiTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rms.api.permissions.IsApiClient"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["rms.api.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "rms.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rms.api.throttling.ClientRateThrottle"],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.views import defaults
+from django.views.decorators.common import no_append_slash
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -78,6 +80,12 @@ def exception_handler(exc, context):
     if isinstance(exc, drf.APIException):
         return Response(error_body(exc.default_code, str(exc.detail)), status=exc.status_code)
     return None
+
+
+@csrf_exempt  # a POST to an unknown path is a 404, not a CSRF failure page
+@no_append_slash
+def api_not_found(request, *args, **kwargs):
+    return JsonResponse(error_body("not_found", "Not found."), status=404)
 
 
 def handler404(request, exception=None):

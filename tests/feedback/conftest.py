@@ -14,11 +14,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
+
+from tests.servers import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_STOP_TIMEOUT = 20
@@ -26,18 +26,7 @@ WORKER_STOP_TIMEOUT = 20
 
 def worker_database_url() -> str:
     """The URL of the database pytest-django set up, for another process."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name == ":memory:" or name.startswith("file:"):
-            pytest.fail("a worker process needs a file-backed SQLite test database")
-        return f"sqlite:///{Path(name).resolve()}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host = db.get("HOST") or "127.0.0.1"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
+    return subprocess_database_url()
 
 
 class Worker:
