@@ -22,19 +22,19 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from celery import shared_task
+from celery import shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from feedback import rebuild, selectors, simulations, taskruns
+from feedback import heartbeat, rebuild, selectors, simulations, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
-from rms import verification
+from rms import telemetry, verification
 from rms.errors import DomainError
 from rms.models import Namespace, Operation
 
@@ -51,6 +51,10 @@ MAX_ATTEMPTS = MAX_RETRIES + 3
 PROGRESS_STEP = 0.05
 PROGRESS_INTERVAL = 0.5  # seconds
 SNAPSHOT_WINDOW_HOURS = 24
+#: A queued run younger than this is left to its on_commit send (the reconciler must not race it).
+RECONCILE_GRACE = 5  # seconds
+#: Runs the reconciler sends per round at most.
+RECONCILE_BATCH = 500
 SESSION_HEADS_PAGE = 1000
 
 Progress = Callable[[float], None]
@@ -88,7 +92,9 @@ class ProgressWriter:
     def write(self, value: float) -> None:
         # Autocommit: the update is visible to pollers at once (unless a domain function calls
         # back from inside its own transaction, which none of them does).
-        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(progress=value)
+        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(
+            progress=value, heartbeat_at=timezone.now()
+        )
         self.writes += 1
 
 
@@ -177,11 +183,24 @@ RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
 # --- claiming and finishing a run ---------------------------------------------------------------
 
 
+def stale_before() -> datetime:
+    """A running run whose heartbeat is older than this lost its worker."""
+    return timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT)
+
+
 def claim(run_id) -> TaskRun | None:
-    """Compare-and-swap queued/running → running; None when the run is finished or unknown."""
-    claimed = TaskRun.objects.filter(pk=run_id, state__in=[TaskRun.QUEUED, TaskRun.RUNNING]).update(
+    """Compare-and-swap → running, for a queued run or a running one whose heartbeat stopped
+    (its worker died: the message is a redelivery). None when the run is finished, unknown, or
+    running with a live heartbeat — a duplicate message (the reconciler re-sent a run that was
+    only slow to start) then never runs it twice at once."""
+    now = timezone.now()
+    claimable = Q(state=TaskRun.QUEUED) | Q(
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before()), state=TaskRun.RUNNING
+    )
+    claimed = TaskRun.objects.filter(claimable, pk=run_id).update(
         state=TaskRun.RUNNING,
-        started_at=timezone.now(),
+        started_at=now,
+        heartbeat_at=now,
         finished_at=None,
         progress=0.0,
         error="",
@@ -234,6 +253,10 @@ def run_task(self, task_id: str) -> str | None:
         return None
     if run.attempts > MAX_ATTEMPTS:
         return _fail(run_id, f"Gave up after {run.attempts - 1} attempts.")
+    # Beats while the domain function runs, from a thread on its own connection; not inside a
+    # caller's transaction (tests calling the task directly), where the row is not yet visible
+    # to another connection and the claim's own heartbeat stands.
+    beating = None if connection.in_atomic_block else heartbeat.RunHeartbeat(run_id).start()
     try:
         result = execute(run)
     except SoftTimeLimitExceeded:
@@ -245,6 +268,7 @@ def run_task(self, task_id: str) -> str | None:
         # Called directly (sweep_all runs its run inline) there is no message to send again.
         if not self.request.called_directly and retries < self.max_retries:
             logger.warning("run_task %s: transient error, retrying: %s", run_id, exc)
+            _back_to_queue(run_id)
             raise self.retry(exc=exc, countdown=RETRY_BACKOFF * 2**retries) from exc
         return _fail(run_id, f"Database error after {retries} retries: {exc}")
     except DomainError as exc:
@@ -252,8 +276,23 @@ def run_task(self, task_id: str) -> str | None:
     except Exception as exc:
         logger.exception("run_task %s (%s) failed", run_id, run.kind)
         return _fail(run_id, f"{type(exc).__name__}: {exc}")
+    finally:
+        if beating is not None:
+            beating.stop()
     _finish(run_id, TaskRun.SUCCEEDED, progress=1.0, result=result, error="")
     return TaskRun.SUCCEEDED
+
+
+def _back_to_queue(run_id) -> None:
+    """Before a retry: the run is queued again, so the retry's message claims it at once. If
+    the database refuses even this, the run stays running and the reconciler re-queues it when
+    its heartbeat goes stale."""
+    try:
+        TaskRun.objects.filter(pk=run_id, state=TaskRun.RUNNING).update(
+            state=TaskRun.QUEUED, sent_at=timezone.now()
+        )
+    except TRANSIENT:
+        close_old_connections()
 
 
 # --- called by other code and by beat ---------------------------------------------------------
@@ -332,3 +371,76 @@ def snapshot_metrics() -> int:
         )
         created += new
     return created
+
+
+@shared_task(**TASK_OPTIONS)
+def reconcile_task_runs() -> dict:
+    """Beat, every RMS_RECONCILE_EVERY s: no task run is lost or stuck (issue 15).
+
+    - a queued run never sent (the broker was down at its commit), or sent more than
+      RMS_TASK_RESEND_AFTER s ago and still not started (a broker restarted without its queue),
+      is sent (again);
+    - a running run whose heartbeat is older than RMS_TASK_HEARTBEAT_TIMEOUT lost its worker: it
+      is put back to queued (compare-and-swap on its heartbeat, so a run that beat meanwhile is
+      left alone) and sent. Its attempts count, so a run that kills every worker is given up.
+
+    Idempotent: claims are compare-and-swaps, so a message sent twice runs a run once.
+    Returns the counts.
+    """
+    now = timezone.now()
+    grace = now - timedelta(seconds=RECONCILE_GRACE)
+    dead = list(
+        TaskRun.objects.filter(state=TaskRun.RUNNING)
+        .filter(Q(heartbeat_at__lt=stale_before()) | Q(heartbeat_at__isnull=True))
+        .values_list("pk", "heartbeat_at")
+    )
+    requeued = []
+    for run_id, beat in dead:
+        if TaskRun.objects.filter(pk=run_id, state=TaskRun.RUNNING, heartbeat_at=beat).update(
+            state=TaskRun.QUEUED, sent_at=None
+        ):
+            logger.warning(
+                "task run %s lost its worker (last heartbeat %s); re-queued", run_id, beat
+            )
+            requeued.append(run_id)
+    telemetry.incr(telemetry.TASK_RUNS_REQUEUED, amount=len(requeued))
+    resend_before = now - timedelta(seconds=settings.RMS_TASK_RESEND_AFTER)
+    waiting = TaskRun.objects.filter(state=TaskRun.QUEUED, created_at__lt=grace).filter(
+        Q(sent_at__isnull=True) | Q(sent_at__lt=resend_before)
+    )
+    sent = failed = 0
+    for run_id in list(
+        waiting.order_by("created_at").values_list("pk", flat=True)[:RECONCILE_BATCH]
+    ):
+        if taskruns.send(run_id):
+            sent += 1
+        else:
+            failed += 1
+            break  # the broker is still away: the next round tries again
+    telemetry.incr(telemetry.TASK_RUNS_RESENT, amount=sent)
+    return {"requeued": len(requeued), "sent": sent, "send_failed": failed}
+
+
+# --- the worker's own heartbeat (for /health) ---------------------------------------------------
+
+_worker_beat: heartbeat.WorkerBeat | None = None
+
+
+@signals.worker_ready.connect
+def _start_worker_beat(sender=None, **kwargs) -> None:
+    global _worker_beat
+    name = getattr(sender, "hostname", None) or "worker"
+    _worker_beat = heartbeat.WorkerBeat(name)
+    try:
+        _worker_beat.beat()  # at once, so /health sees a worker as soon as it is ready
+    except Exception as exc:
+        logger.warning("worker heartbeat: %s", exc)
+    finally:
+        connection.close()
+    _worker_beat.start()
+
+
+@signals.worker_shutdown.connect
+def _stop_worker_beat(**kwargs) -> None:
+    if _worker_beat is not None:
+        _worker_beat.stop()
