@@ -525,4 +525,7 @@ def enqueue_sweep(object_ids: Iterable) -> None:
     except ImportError:
         logger.warning("feedback.tasks.sweep_objects is unavailable; %d object(s) wait", len(ids))
         return
-    sweep_objects.delay(ids)
+    # One quick retry: with the broker down, ingestion must not wait on it (issue 15).
+    from feedback.taskruns import PUBLISH_RETRY
+
+    sweep_objects.apply_async((ids,), retry=True, retry_policy=PUBLISH_RETRY)
