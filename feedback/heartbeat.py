@@ -23,12 +23,17 @@ logger = logging.getLogger(__name__)
 
 
 class _Beater:
-    """Calls ``beat()`` every ``every`` seconds on a thread until ``stop()``."""
+    """Calls ``beat()`` every ``every`` seconds on a thread until ``stop()``, and at once when
+    ``wake()`` is called."""
 
     def __init__(self, name: str, every: float) -> None:
         self.every = every
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def beat(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -39,30 +44,51 @@ class _Beater:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def _run(self) -> None:
         try:
-            while not self._stop.wait(self.every):
+            while True:
+                self._wake.wait(self.every)
+                self._wake.clear()
+                stopping = self._stop.is_set()
                 try:
                     self.beat()
                 except Exception as exc:  # the database is away: beat again next time
                     logger.warning("%s: heartbeat failed: %s", self._thread.name, exc)
                     connection.close()
+                if stopping:
+                    return
         finally:
             connection.close()
 
 
 class RunHeartbeat(_Beater):
+    """A running run's heartbeat, which also stores its progress: ``offer(value)`` hands the
+    value over and the thread writes it at once, on its own connection, so progress is visible
+    even while the domain function is inside a transaction of its own (the rebuild's final
+    write) and the task never waits on the write."""
+
     def __init__(self, run_id, every: float | None = None) -> None:
         super().__init__(f"heartbeat-{run_id}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
         self.run_id = run_id
+        self._progress: float | None = None
+        self._lock = threading.Lock()
+
+    def offer(self, value: float) -> None:
+        with self._lock:
+            self._progress = value
+        self.wake()
 
     def beat(self) -> None:
-        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(
-            heartbeat_at=timezone.now()
-        )
+        with self._lock:
+            value, self._progress = self._progress, None
+        fields = {"heartbeat_at": timezone.now()}
+        if value is not None:
+            fields["progress"] = value
+        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(**fields)
 
 
 class WorkerBeat(_Beater):
