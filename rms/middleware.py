@@ -1,4 +1,5 @@
-"""Request bodies whatever their framing, within the size limit (API.md: 413).
+"""Request framing: NUL characters in the path (404) or query (400), and bodies whatever their
+framing, within the size limit (API.md: 413).
 
 DRF parses ``request.stream`` directly and so bypasses Django's DATA_UPLOAD_MAX_MEMORY_SIZE check;
 this middleware applies that limit to every request. With a Content-Length it is checked before
@@ -15,7 +16,7 @@ import io
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, HttpResponseNotFound, JsonResponse
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
@@ -42,8 +43,20 @@ class RequestTooLargeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         meta = request.META
+        if "\x00" in request.path:  # no route, name or id holds one
+            if request.path.startswith("/api/"):
+                return _error("not_found", "Not found.", 404)
+            return HttpResponseNotFound("Not found.", content_type="text/plain; charset=utf-8")
+        query = meta.get("QUERY_STRING", "")
+        if "%00" in query or "\x00" in query:
+            # No text column takes a NUL (PostgreSQL refuses it outright): a query parameter
+            # holding one is bad input, whatever view would have read it.
+            message = "Query parameters may not contain NUL characters."
+            if request.path.startswith("/api/"):
+                return _error("validation_error", message, 400)
+            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raw_length = meta.get("CONTENT_LENGTH")
         if raw_length:
             try:

@@ -386,3 +386,32 @@ def test_dashboard_paths_keep_their_html_404(client_api):
     resp = client_api.get("/no-such-page/")
     assert resp.status_code == 404
     assert not resp["Content-Type"].startswith(JSON)
+
+
+# --- NUL characters (no text column takes one; PostgreSQL refuses them outright) ---------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/objects?namespace=%00",
+        "/api/v1/metrics?namespace=sup%00port",
+        "/api/v1/export/sessions.csv?namespace=%00",
+        "/api/v1/tasks?kind=%00",
+        "/api/v1/objects?epistemic_type=ASSERTED&x%00=1",
+    ],
+)
+def test_a_nul_in_a_query_parameter_is_400(operator_api, path):
+    before = row_counts()
+    assert_error(operator_api.get(path), 400, "validation_error")
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("path", ["/api/v1/namespaces/%00", "/api/v1/namespaces/sup%00port"])
+def test_a_nul_in_the_path_is_404(operator_api, path):
+    assert_error(operator_api.get(path), 404, "not_found")
+
+
+def test_a_nul_in_a_dashboard_query_is_a_plain_400(client):
+    resp = client.get("/accounts/login/?next=%00")
+    assert resp.status_code == 400
