@@ -117,8 +117,9 @@ class _Report:
         self.done_before = 0  # units of earlier phases (see verify_replay_all)
 
     def read_one(self) -> None:
+        """One operation read (the hot loops inline this: ~40 ns instead of ~130 ns a call)."""
         self.operations += 1
-        if self.operations % PROGRESS_EVERY == 0:
+        if not self.operations % PROGRESS_EVERY:
             self.report(self.operations)
 
     def finish(self) -> dict:
@@ -185,7 +186,9 @@ def _replay_target(obj: MemoryObject, ops: Iterable[OpRow], report: _Report) -> 
     at_row_version = None
     oid = str(obj.pk)
     for op in ops:
-        report.read_one()
+        report.operations += 1
+        if not report.operations % PROGRESS_EVERY:
+            report.report(report.operations)
         record = replay.OpRecord(
             op.seq, op.op_type, op.ts, op.actor_id, op.actor_type, op.session_id, op.payload,
             op.state,
@@ -267,7 +270,9 @@ def _chain_break(
     broken = None
     for op in ops:
         if report is not None:
-            report.read_one()
+            report.operations += 1
+            if not report.operations % PROGRESS_EVERY:
+                report.report(report.operations)
         if broken is not None:
             if report is None:
                 break

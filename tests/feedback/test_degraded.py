@@ -320,3 +320,12 @@ def test_heartbeat_settings_are_checked():
         text=True,
     )
     assert bad.returncode != 0 and "RMS_TASK_HEARTBEAT_TIMEOUT" in bad.stderr
+
+
+def test_beat_runs_the_reconciler(settings):
+    entry = settings.CELERY_BEAT_SCHEDULE["task-reconcile"]
+    assert entry["task"] == "feedback.tasks.reconcile_task_runs"
+    assert entry["schedule"] == settings.RMS_RECONCILE_EVERY == 30
+    assert entry["options"]["expires"] == 30
+    # a dead worker's run is re-queued within the 2 minutes with the defaults
+    assert settings.RMS_TASK_HEARTBEAT_TIMEOUT + settings.RMS_RECONCILE_EVERY <= 120
