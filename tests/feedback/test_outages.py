@@ -162,6 +162,7 @@ def test_redis_stopped_mid_test_ingestion_goes_on_health_says_503_tasks_run_afte
                                       session(obj.pk, "after"))  # fmt: skip
             assert status == 201
             assert FeedbackSession.objects.count() == 10
+            assert "Internal Server Error" not in web.log()  # not one 500 all along
     finally:
         for proc in (beat, worker):
             if proc.poll() is None:
@@ -255,7 +256,7 @@ def test_a_worker_killed_with_sigkill_mid_task_its_run_succeeds_on_a_new_worker(
     assert (done.state, done.attempts, done.progress) == ("succeeded", 2, 1.0), done.error
     assert done.result["passed"] in (True, False) and done.result["seed"] == run.params["seed"]
     # detected once the heartbeat was older than its timeout (3 s), at the next round (≤ 1 s)
-    assert requeued_after is not None and requeued_after <= 3 + 1 + 1.5, requeued_after
+    assert requeued_after is not None and requeued_after <= 3 + 1 + 2, requeued_after
 
 
 def test_stop_helper_is_safe_on_a_finished_process():
