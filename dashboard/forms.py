@@ -61,7 +61,10 @@ def parse_utc(raw: str | None) -> datetime | None:
         return None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # past year 9999 (or before year 1) once in UTC: not a time we know
+        return None
 
 
 def task_params(kind_spec, data) -> tuple[dict, dict[str, str]]:

@@ -6,8 +6,9 @@ class FeedbackConfig(AppConfig):
     verbose_name = "Feedback"
 
     def ready(self) -> None:
+        from feedback.heartbeat import worker_liveness
         from feedback.selectors import aggregate_extra
-        from rms.extensions import register_object_extra
+        from rms.extensions import register_health_extra, register_object_extra
 
         register_object_extra(aggregate_extra)
 
@@ -20,3 +21,4 @@ class FeedbackConfig(AppConfig):
         from rms.telemetry import register_state_reader
 
         register_state_reader(task_run_gauges)
+        register_health_extra("worker", worker_liveness)

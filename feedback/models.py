@@ -212,13 +212,34 @@ class TaskRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    #: When the message for the current attempt reached the broker; null while it has not
+    #: (sending failed: the reconciler sends it again).
+    sent_at = models.DateTimeField(null=True, blank=True)
+    #: Touched by the running attempt every RMS_TASK_HEARTBEAT_EVERY seconds; a running run
+    #: whose heartbeat is older than RMS_TASK_HEARTBEAT_TIMEOUT lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["kind", "created_at"], name="task_kind_created")]
+        indexes = [
+            models.Index(fields=["kind", "created_at"], name="task_kind_created"),
+            models.Index(fields=["state", "created_at"], name="task_state_created"),
+        ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.state}"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per Celery worker (its node name), touched by the worker's main process every
+    RMS_TASK_HEARTBEAT_EVERY seconds: /health reports worker liveness from it."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.seen_at}"
 
 
 class MetricSnapshot(models.Model):

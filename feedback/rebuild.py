@@ -18,6 +18,10 @@ from feedback.models import FeedbackAggregate
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
+#: Operations folded between two progress reports.
+PROGRESS_EVERY = 500
+#: Aggregates written per statement in the final write (progress is reported between them).
+WRITE_BATCH = 1000
 OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "FEEDBACK_SESSION", "IGNORED_CHECK")
 
 
@@ -53,7 +57,7 @@ def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | No
                 aggregates.on_ignored_check(a, payload["unused_sessions"])
         else:
             _session_end(payload, ts, agg)
-        if progress is not None and n % CHUNK == 0:
+        if progress is not None and n % min(CHUNK, PROGRESS_EVERY) == 0:
             progress(n)
     return result
 
@@ -71,9 +75,15 @@ def _session_end(payload: dict, ts: datetime, agg) -> None:
         aggregates.on_session_end(a, signal_types=types, outcome=payload["outcome"], ts=ts)
 
 
-def rebuild_aggregates(namespace=None, progress: Callable[[int], None] | None = None) -> dict:
+def rebuild_aggregates(
+    namespace=None,
+    progress: Callable[[int], None] | None = None,
+    written: Callable[[float], None] | None = None,
+) -> dict:
     """Recompute and store every aggregate from the log; returns counts of what changed.
 
+    ``progress(n)`` is called every PROGRESS_EVERY operations folded, ``written(fraction)``
+    after each WRITE_BATCH aggregates of the final write (one transaction: all or none).
     Idempotent: a rerun (or a rerun after a crash midway) writes the same values.
     """
     objects = MemoryObject.objects.all()
@@ -98,8 +108,17 @@ def rebuild_aggregates(namespace=None, progress: Callable[[int], None] | None = 
                 setattr(row, f, getattr(agg, f))
             row.usage_ratio = agg.usage_ratio
             changed += 1
-        FeedbackAggregate.objects.bulk_create(new, batch_size=1000)
-        FeedbackAggregate.objects.bulk_update(
-            update, [*aggregates.FIELDS, "usage_ratio"], batch_size=1000
-        )
+        todo = len(new) + len(update)
+        for start in range(0, len(new), WRITE_BATCH):
+            FeedbackAggregate.objects.bulk_create(new[start : start + WRITE_BATCH])
+            if written is not None:
+                written(min(len(new), start + WRITE_BATCH) / todo)
+        for start in range(0, len(update), WRITE_BATCH):
+            FeedbackAggregate.objects.bulk_update(
+                update[start : start + WRITE_BATCH], [*aggregates.FIELDS, "usage_ratio"]
+            )
+            if written is not None:
+                written((len(new) + min(len(update), start + WRITE_BATCH)) / todo)
+        if written is not None and not todo:
+            written(1.0)
     return {"objects": len(folded), "changed": changed}

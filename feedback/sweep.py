@@ -46,6 +46,11 @@ logger = logging.getLogger(__name__)
 
 #: Objects per transaction: bounds lock time and memory; a crash loses at most one chunk's work.
 CHUNK = 500
+#: With a progress callback, a chunk is at most this share of the candidates (issue 15: progress
+#: at least every 2 %), and at least MIN_PROGRESS_CHUNK objects (a small sweep takes well under a
+#: second in all).
+PROGRESS_STEP = 0.02
+MIN_PROGRESS_CHUNK = 20
 #: Chunks handled at once, each in its own thread and database connection (PostgreSQL only).
 #: Two overlap the Python half of one chunk with the PostgreSQL half of another on two cores.
 WORKERS = 2
@@ -144,6 +149,9 @@ def sweep(
         object_ids = list(object_ids)
     qs = candidates(namespace, object_ids)
     total = qs.count()
+    if progress is not None:
+        # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
+        chunk_size = min(chunk_size, max(MIN_PROGRESS_CHUNK, int(total * PROGRESS_STEP)))
     summary = Summary()
     done = 0
 
@@ -525,4 +533,7 @@ def enqueue_sweep(object_ids: Iterable) -> None:
     except ImportError:
         logger.warning("feedback.tasks.sweep_objects is unavailable; %d object(s) wait", len(ids))
         return
-    sweep_objects.delay(ids)
+    # One quick retry: with the broker down, ingestion must not wait on it (issue 15).
+    from feedback.taskruns import PUBLISH_RETRY
+
+    sweep_objects.apply_async((ids,), retry=True, retry_policy=PUBLISH_RETRY)

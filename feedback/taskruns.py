@@ -7,16 +7,21 @@ committed (STYLE §6), so the worker always finds it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from feedback import simulations
 from feedback.models import TaskRun
+from rms import telemetry
 from rms.errors import DomainError, Forbidden
 from rms.models import ApiClient, Namespace
 from rms.replay import iso
+
+logger = logging.getLogger(__name__)
 
 IGNORED_SWEEP = "ignored_sweep"
 REBUILD_AGGREGATES = "rebuild_aggregates"
@@ -175,11 +180,13 @@ def check_kind(client: ApiClient, kind: Any) -> Kind:
 
 
 def task_start(*, client: ApiClient, kind: Any, params: Any) -> TaskRun:
-    """Validate, create a queued TaskRun and enqueue ``run_task`` after the commit.
+    """Validate, create a queued TaskRun and send ``run_task`` after the commit.
 
     One transaction; the message is sent from ``on_commit``, so a rolled-back start sends
     nothing and a worker never sees a run that is not yet visible. Raises DomainError (400) or
-    Forbidden (403) before writing anything.
+    Forbidden (403) before writing anything. A broker that cannot take the message does not
+    fail the call: the run stays queued, unsent, and beat's reconciler sends it once the broker
+    is back (``send``), so the caller always gets the run's id.
     """
     check_kind(client, kind)
     clean = validate_params(kind, params)
@@ -191,10 +198,27 @@ def task_start(*, client: ApiClient, kind: Any, params: Any) -> TaskRun:
 
 def enqueue(run: TaskRun) -> None:
     """Send ``run_task`` for ``run`` once the current transaction commits."""
+    run_id = run.pk
+    transaction.on_commit(lambda: send(run_id))
+
+
+#: One quick retry of a publish, so a broker outage costs a request well under a second.
+PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+
+
+def send(run_id) -> bool:
+    """Publish ``run_task`` for a committed run and stamp ``sent_at``; False (logged and
+    counted, never raised) when the broker is unreachable."""
     from feedback.tasks import run_task  # tasks imports this module
 
-    run_id = str(run.pk)
-    transaction.on_commit(lambda: run_task.delay(run_id))
+    try:
+        run_task.apply_async((str(run_id),), retry=True, retry_policy=PUBLISH_RETRY)
+    except Exception as exc:  # kombu/redis/socket errors: the broker cannot take it now
+        telemetry.incr(telemetry.TASK_SEND_FAILURES)
+        logger.warning("task run %s not sent (the reconciler will retry): %s", run_id, exc)
+        return False
+    TaskRun.objects.filter(pk=run_id, state=TaskRun.QUEUED).update(sent_at=timezone.now())
+    return True
 
 
 def task_out(run: TaskRun) -> dict:
@@ -208,6 +232,8 @@ def task_out(run: TaskRun) -> dict:
         "params": run.params,
         "created_by": run.created_by,
         "attempts": run.attempts,
+        "sent": run.sent_at is not None,
+        "heartbeat_at": iso(run.heartbeat_at),
         "created_at": iso(run.created_at),
         "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),

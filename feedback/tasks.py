@@ -22,17 +22,17 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from celery import shared_task
+from celery import shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from feedback import alerts, rebuild, selectors, simulations, taskruns
+from feedback import alerts, heartbeat, rebuild, selectors, simulations, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
 from rms import telemetry, verification
 from rms.errors import DomainError
@@ -47,10 +47,15 @@ RETRY_BACKOFF = 5  # seconds before the first retry; doubled for each further on
 #: Claims of one run (first delivery, retries, redeliveries after lost workers) before giving up,
 #: so a run that kills its worker every time is not redelivered for ever.
 MAX_ATTEMPTS = MAX_RETRIES + 3
-#: Progress is written when it moved this much, or this long after the last write.
-PROGRESS_STEP = 0.05
+#: Progress is written when it moved this much, or this long after the last write (issue 15:
+#: at least every 2 % or every second; the domain functions report far more often).
+PROGRESS_STEP = 0.02
 PROGRESS_INTERVAL = 0.5  # seconds
 SNAPSHOT_WINDOW_HOURS = 24
+#: A queued run younger than this is left to its on_commit send (the reconciler must not race it).
+RECONCILE_GRACE = 5  # seconds
+#: Runs the reconciler sends per round at most.
+RECONCILE_BATCH = 500
 SESSION_HEADS_PAGE = 1000
 
 Progress = Callable[[float], None]
@@ -67,9 +72,15 @@ class ProgressWriter:
     """The progress callback handed to a domain function: stores a non-decreasing fraction on
     the run, throttled to a write per PROGRESS_STEP or per PROGRESS_INTERVAL seconds."""
 
-    def __init__(self, run_id, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        run_id,
+        clock: Callable[[], float] = time.monotonic,
+        beat: heartbeat.RunHeartbeat | None = None,
+    ) -> None:
         self.run_id = run_id
         self.clock = clock
+        self.beat = beat
         self.value = 0.0
         self.written_at = clock()
         self.writes = 0
@@ -86,10 +97,14 @@ class ProgressWriter:
             self.value, self.written_at = value, now
 
     def write(self, value: float) -> None:
-        # Autocommit: the update is visible to pollers at once (unless a domain function calls
-        # back from inside its own transaction, which none of them does).
-        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(progress=value)
         self.writes += 1
+        if self.beat is not None:
+            self.beat.offer(value)  # written by the heartbeat thread, on its own connection
+            return
+        # Without a heartbeat thread (called inside a caller's transaction): on this connection.
+        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(
+            progress=value, heartbeat_at=timezone.now()
+        )
 
 
 # --- the domain function of each kind ---------------------------------------------------------
@@ -117,12 +132,15 @@ def _rebuild_aggregates(params: dict, progress: Progress) -> dict:
     total = Operation.objects.filter(op_type__in=rebuild.OP_TYPES).count()
 
     def folded(n: int) -> None:
-        # The fold is nearly all of the work; the final write is reported by the success.
+        # The fold is nearly all of the work; the final write takes the last tenth.
         if total:
-            progress(0.95 * min(1.0, n / total))
+            progress(0.9 * min(1.0, n / total))
+
+    def written(fraction: float) -> None:
+        progress(0.9 + 0.1 * fraction)
 
     with telemetry.REBUILD_DURATION.time():
-        result = rebuild.rebuild_aggregates(ns, progress=folded)
+        result = rebuild.rebuild_aggregates(ns, progress=folded, written=written)
     return {**result, "namespace": params.get("namespace")}
 
 
@@ -184,11 +202,24 @@ RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
 # --- claiming and finishing a run ---------------------------------------------------------------
 
 
+def stale_before() -> datetime:
+    """A running run whose heartbeat is older than this lost its worker."""
+    return timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT)
+
+
 def claim(run_id) -> TaskRun | None:
-    """Compare-and-swap queued/running → running; None when the run is finished or unknown."""
-    claimed = TaskRun.objects.filter(pk=run_id, state__in=[TaskRun.QUEUED, TaskRun.RUNNING]).update(
+    """Compare-and-swap → running, for a queued run or a running one whose heartbeat stopped
+    (its worker died: the message is a redelivery). None when the run is finished, unknown, or
+    running with a live heartbeat — a duplicate message (the reconciler re-sent a run that was
+    only slow to start) then never runs it twice at once."""
+    now = timezone.now()
+    claimable = Q(state=TaskRun.QUEUED) | Q(
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before()), state=TaskRun.RUNNING
+    )
+    claimed = TaskRun.objects.filter(claimable, pk=run_id).update(
         state=TaskRun.RUNNING,
-        started_at=timezone.now(),
+        started_at=now,
+        heartbeat_at=now,
         finished_at=None,
         progress=0.0,
         error="",
@@ -213,12 +244,12 @@ def _json(value: dict) -> dict:
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
-def execute(run: TaskRun) -> dict:
+def execute(run: TaskRun, beat: heartbeat.RunHeartbeat | None = None) -> dict:
     """Run ``run``'s domain function with a progress callback; its result as plain JSON."""
     runner = RUNNERS.get(run.kind)
     if runner is None:
         raise DomainError("unknown_kind", f"Unknown task kind {run.kind!r}.")
-    return _json(runner(dict(run.params or {}), ProgressWriter(run.pk)))
+    return _json(runner(dict(run.params or {}), ProgressWriter(run.pk, beat=beat)))
 
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, **TASK_OPTIONS)
@@ -241,8 +272,12 @@ def run_task(self, task_id: str) -> str | None:
         return None
     if run.attempts > MAX_ATTEMPTS:
         return _fail(run_id, f"Gave up after {run.attempts - 1} attempts.")
+    # Beats while the domain function runs, from a thread on its own connection; not inside a
+    # caller's transaction (tests calling the task directly), where the row is not yet visible
+    # to another connection and the claim's own heartbeat stands.
+    beating = None if connection.in_atomic_block else heartbeat.RunHeartbeat(run_id).start()
     try:
-        result = execute(run)
+        result = execute(run, beating)
     except SoftTimeLimitExceeded:
         return _fail(run_id, "time limit exceeded")
     except TRANSIENT as exc:
@@ -252,6 +287,7 @@ def run_task(self, task_id: str) -> str | None:
         # Called directly (sweep_all runs its run inline) there is no message to send again.
         if not self.request.called_directly and retries < self.max_retries:
             logger.warning("run_task %s: transient error, retrying: %s", run_id, exc)
+            _back_to_queue(run_id)
             raise self.retry(exc=exc, countdown=RETRY_BACKOFF * 2**retries) from exc
         return _fail(run_id, f"Database error after {retries} retries: {exc}")
     except DomainError as exc:
@@ -259,8 +295,23 @@ def run_task(self, task_id: str) -> str | None:
     except Exception as exc:
         logger.exception("run_task %s (%s) failed", run_id, run.kind)
         return _fail(run_id, f"{type(exc).__name__}: {exc}")
+    finally:
+        if beating is not None:
+            beating.stop()
     _finish(run_id, TaskRun.SUCCEEDED, progress=1.0, result=result, error="")
     return TaskRun.SUCCEEDED
+
+
+def _back_to_queue(run_id) -> None:
+    """Before a retry: the run is queued again, so the retry's message claims it at once. If
+    the database refuses even this, the run stays running and the reconciler re-queues it when
+    its heartbeat goes stale."""
+    try:
+        TaskRun.objects.filter(pk=run_id, state=TaskRun.RUNNING).update(
+            state=TaskRun.QUEUED, sent_at=timezone.now()
+        )
+    except TRANSIENT:
+        close_old_connections()
 
 
 # --- called by other code and by beat ---------------------------------------------------------
@@ -357,3 +408,76 @@ def take_snapshots(namespace: str | None = None) -> dict:
         raised += counts.raised
         resolved += counts.resolved
     return {"snapshots": created, "alerts_raised": raised, "alerts_resolved": resolved}
+
+
+@shared_task(**TASK_OPTIONS)
+def reconcile_task_runs() -> dict:
+    """Beat, every RMS_RECONCILE_EVERY s: no task run is lost or stuck (issue 15).
+
+    - a queued run never sent (the broker was down at its commit), or sent more than
+      RMS_TASK_RESEND_AFTER s ago and still not started (a broker restarted without its queue),
+      is sent (again);
+    - a running run whose heartbeat is older than RMS_TASK_HEARTBEAT_TIMEOUT lost its worker: it
+      is put back to queued (compare-and-swap on its heartbeat, so a run that beat meanwhile is
+      left alone) and sent. Its attempts count, so a run that kills every worker is given up.
+
+    Idempotent: claims are compare-and-swaps, so a message sent twice runs a run once.
+    Returns the counts.
+    """
+    now = timezone.now()
+    grace = now - timedelta(seconds=RECONCILE_GRACE)
+    dead = list(
+        TaskRun.objects.filter(state=TaskRun.RUNNING)
+        .filter(Q(heartbeat_at__lt=stale_before()) | Q(heartbeat_at__isnull=True))
+        .values_list("pk", "heartbeat_at")
+    )
+    requeued = []
+    for run_id, beat in dead:
+        if TaskRun.objects.filter(pk=run_id, state=TaskRun.RUNNING, heartbeat_at=beat).update(
+            state=TaskRun.QUEUED, sent_at=None
+        ):
+            logger.warning(
+                "task run %s lost its worker (last heartbeat %s); re-queued", run_id, beat
+            )
+            requeued.append(run_id)
+    telemetry.incr(telemetry.TASK_RUNS_REQUEUED, amount=len(requeued))
+    resend_before = now - timedelta(seconds=settings.RMS_TASK_RESEND_AFTER)
+    waiting = TaskRun.objects.filter(state=TaskRun.QUEUED, created_at__lt=grace).filter(
+        Q(sent_at__isnull=True) | Q(sent_at__lt=resend_before)
+    )
+    sent = failed = 0
+    for run_id in list(
+        waiting.order_by("created_at").values_list("pk", flat=True)[:RECONCILE_BATCH]
+    ):
+        if taskruns.send(run_id):
+            sent += 1
+        else:
+            failed += 1
+            break  # the broker is still away: the next round tries again
+    telemetry.incr(telemetry.TASK_RUNS_RESENT, amount=sent)
+    return {"requeued": len(requeued), "sent": sent, "send_failed": failed}
+
+
+# --- the worker's own heartbeat (for /health) ---------------------------------------------------
+
+_worker_beat: heartbeat.WorkerBeat | None = None
+
+
+@signals.worker_ready.connect
+def _start_worker_beat(sender=None, **kwargs) -> None:
+    global _worker_beat
+    name = getattr(sender, "hostname", None) or "worker"
+    _worker_beat = heartbeat.WorkerBeat(name)
+    try:
+        _worker_beat.beat()  # at once, so /health sees a worker as soon as it is ready
+    except Exception as exc:
+        logger.warning("worker heartbeat: %s", exc)
+    finally:
+        connection.close()
+    _worker_beat.start()
+
+
+@signals.worker_shutdown.connect
+def _stop_worker_beat(**kwargs) -> None:
+    if _worker_beat is not None:
+        _worker_beat.stop()

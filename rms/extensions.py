@@ -25,3 +25,18 @@ def object_extras(objects: Iterable) -> dict:
         for object_id, extra in provider(objects).items():
             merged.setdefault(object_id, {}).update(extra)
     return merged
+
+
+HealthExtra = Callable[[], object]  # () -> a JSON value, e.g. {"state": "ok", ...}
+
+_health_extras: dict[str, HealthExtra] = {}
+
+
+def register_health_extra(name: str, provider: HealthExtra) -> None:
+    """Adds ``name`` to /health's answer (run with the dependency checks, within their
+    deadline); informational: it does not change the status code."""
+    _health_extras[name] = provider
+
+
+def health_extras() -> dict[str, HealthExtra]:
+    return dict(_health_extras)

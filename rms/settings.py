@@ -111,6 +111,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 else:
     _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
+    # A database that does not answer fails a request in seconds (503, issue 15), rather than
+    # holding a gunicorn thread until the worker timeout kills it and drops its connections.
+    _db.setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("RMS_DB_CONNECT_TIMEOUT", default=3)
+    )
 DATABASE_IS_POSTGRES = _db["ENGINE"].endswith("postgresql")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -185,7 +190,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rms.api.auth.ApiTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rms.api.permissions.IsApiClient"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["rms.api.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "rms.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "rms.api.schema.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rms.api.throttling.ClientRateThrottle"],
@@ -237,8 +242,15 @@ if RMS_CACHE not in ("redis", "file", "locmem"):
 if RMS_CACHE == "redis":
     if not REDIS_URL:
         raise ImproperlyConfigured("RMS_CACHE=redis needs REDIS_URL.")
+    # Behind rms.cache: with Redis unreachable a read is a miss and a write a no-op (counted and
+    # logged), so throttling fails open and pages render; short timeouts so an outage costs
+    # milliseconds per call, not a hung request.
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "rms.cache.TolerantRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+        }
     }
 elif RMS_CACHE == "file":
     CACHES = {
@@ -257,7 +269,13 @@ CELERY_TASK_TIME_LIMIT = env.int("RMS_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("RMS_TASK_SOFT_TIME_LIMIT", default=3300)
 # Redis redelivers an unacknowledged message after the visibility timeout: keep it past the hard
 # time limit, so a task still running is never handed to a second worker.
-CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+    "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600,
+    # A broker that is down refuses a publish at once, so POST /tasks still answers 202 quickly
+    # (the run waits, queued, for the reconciler).
+    "socket_connect_timeout": 1,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
 if CELERY_BROKER_IS_EMBEDDED:
     _queue_dir = VAR_DIR / "celery" / "queue"
     _processed_dir = VAR_DIR / "celery" / "processed"
@@ -320,6 +338,23 @@ RMS_WEBHOOK_RETRY_SCHEDULE = _schedule("RMS_WEBHOOK_RETRY_SCHEDULE", "5,30,120,6
 RMS_WEBHOOK_RETRY_WINDOW = timedelta(seconds=_seconds("RMS_WEBHOOK_RETRY_WINDOW", 86400))
 RMS_WEBHOOK_DISABLE_AFTER = timedelta(seconds=_seconds("RMS_WEBHOOK_DISABLE_AFTER", 86400))
 
+
+# Tasks survive broker and worker loss (issue 15): a running task and each worker touch a
+# heartbeat every RMS_TASK_HEARTBEAT_EVERY s; beat's reconciler, every RMS_RECONCILE_EVERY s,
+# sends queued runs whose message never reached the broker (or sat unclaimed for
+# RMS_TASK_RESEND_AFTER s: a broker restarted without its queue), and puts back in the queue
+# the running runs whose heartbeat is older than RMS_TASK_HEARTBEAT_TIMEOUT (their worker
+# died). The defaults re-queue a dead worker's run within 60 + 30 s.
+RMS_TASK_HEARTBEAT_EVERY = _seconds("RMS_TASK_HEARTBEAT_EVERY", 10)
+RMS_TASK_HEARTBEAT_TIMEOUT = _seconds("RMS_TASK_HEARTBEAT_TIMEOUT", 60)
+RMS_RECONCILE_EVERY = _seconds("RMS_RECONCILE_EVERY", 30)
+RMS_TASK_RESEND_AFTER = _seconds("RMS_TASK_RESEND_AFTER", 600)
+if RMS_TASK_HEARTBEAT_TIMEOUT < 2 * RMS_TASK_HEARTBEAT_EVERY:
+    raise ImproperlyConfigured(
+        "RMS_TASK_HEARTBEAT_TIMEOUT must be at least twice RMS_TASK_HEARTBEAT_EVERY, or a slow "
+        "beat would look like a dead worker"
+    )
+
 # A beat message not started within its interval is dropped (the next one does the same work),
 # so a worker back from an outage does not run a backlog of identical sweeps.
 CELERY_BEAT_SCHEDULE: dict = {
@@ -337,6 +372,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "delivery.tasks.dispatch_webhooks",
         "schedule": RMS_WEBHOOK_DISPATCH_EVERY,
         "options": {"expires": RMS_WEBHOOK_DISPATCH_EVERY},
+    },
+    "task-reconcile": {
+        "task": "feedback.tasks.reconcile_task_runs",
+        "schedule": RMS_RECONCILE_EVERY,
+        "options": {"expires": RMS_RECONCILE_EVERY},
     },
     # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
     # for a cache shared with the web processes; otherwise a cheap no-op).

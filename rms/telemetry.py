@@ -153,3 +153,59 @@ def exposition() -> bytes:
     multiprocess.MultiProcessCollector(registry)
     registry.register(_STATE)
     return generate_latest(registry)
+
+
+# --- degraded operation (issue 15: the cache, the throttle, task sending, the database) ---------
+# The code that degrades counts through ``incr`` with these names; each is a Prometheus counter
+# with one ``label`` (the cache operation, for instance), exported like every metric above.
+
+#: A cache operation that failed and was treated as a miss / no-op (label: the operation).
+CACHE_ERRORS = "rms_cache_errors_total"
+#: A request let through because the throttle could not reach the cache.
+THROTTLE_FAILED_OPEN = "rms_throttle_failed_open_total"
+#: A task message that could not be sent (the run stays queued for the reconciler).
+TASK_SEND_FAILURES = "rms_task_send_failures_total"
+#: Queued runs sent again by the reconciler (never sent, or sent and not started for long).
+TASK_RUNS_RESENT = "rms_task_runs_resent_total"
+#: Running runs whose heartbeat stopped (their worker died), put back in the queue.
+TASK_RUNS_REQUEUED = "rms_task_runs_requeued_total"
+#: API answers 503 because the database was unreachable.
+DATABASE_UNAVAILABLE = "rms_database_unavailable_total"
+
+_DEGRADED: dict[str, Counter] = {
+    name: Counter(name.removesuffix("_total"), doc, ["label"])
+    for name, doc in (
+        (CACHE_ERRORS, "Cache operations that failed and were treated as a miss or a no-op."),
+        (THROTTLE_FAILED_OPEN, "Requests let through because the throttle's cache was down."),
+        (TASK_SEND_FAILURES, "Task messages that could not be sent (the run stays queued)."),
+        (TASK_RUNS_RESENT, "Queued task runs sent again by the reconciler."),
+        (TASK_RUNS_REQUEUED, "Running task runs whose worker died, put back in the queue."),
+        (DATABASE_UNAVAILABLE, "API answers 503 because the database was unreachable."),
+    )
+}
+
+
+def incr(name: str, label: str = "", amount: int = 1) -> None:
+    if amount:
+        _DEGRADED[name].labels(label).inc(amount)
+
+
+def value(name: str, label: str | None = None) -> int:
+    """This process's count of ``name`` for one label, or summed over its labels."""
+    total = 0.0
+    for family in _DEGRADED[name].collect():
+        for sample in family.samples:
+            if sample.name == name and label in (None, sample.labels.get("label")):
+                total += sample.value
+    return int(total)
+
+
+def snapshot() -> dict[tuple[str, str], int]:
+    """Every (name, label) → this process's count."""
+    out: dict[tuple[str, str], int] = {}
+    for name, counter in _DEGRADED.items():
+        for family in counter.collect():
+            for sample in family.samples:
+                if sample.name == name:
+                    out[(name, sample.labels["label"])] = int(sample.value)
+    return out

@@ -98,14 +98,40 @@ class OpRow(NamedTuple):
     hash: str
 
 
-class _Report:
-    """Counts everything; keeps the first ``MAX_LISTED`` mismatches."""
+#: Operations read between two progress reports (the task's writer throttles the writes).
+PROGRESS_EVERY = 256
 
-    def __init__(self) -> None:
+
+class _Report:
+    """Counts everything; keeps the first ``MAX_LISTED`` mismatches. Progress is measured in
+    operations read, against ``total`` (the operations of the chains checked, counted at the
+    start), so it moves evenly however the operations are spread over the targets."""
+
+    def __init__(self, progress: Progress | None = None, total: int = 0) -> None:
         self.checked = 0
         self.operations = 0
         self.mismatch_count = 0
         self.mismatches: list[dict] = []
+        self.progress = progress
+        self.total = total
+        self.done_before = 0  # units of earlier phases (see verify_replay_all)
+
+    def read_one(self) -> None:
+        """One operation read (the hot loops inline this: ~40 ns instead of ~130 ns a call)."""
+        self.operations += 1
+        if not self.operations % PROGRESS_EVERY:
+            self.report(self.operations)
+
+    def finish(self) -> dict:
+        if self.progress is not None:
+            self.progress(1.0)
+        return self.result()
+
+    def report(self, done: int) -> None:
+        # below 1.0 while running (operations appended meanwhile may exceed the count); the
+        # task's success stores 1.0
+        if self.progress is not None and self.total:
+            self.progress(min(0.999, done / self.total))
 
     def add(self, mismatch: dict) -> None:
         self.mismatch_count += 1
@@ -136,11 +162,6 @@ def _chunk_ops(target_ids: list) -> Iterator[tuple[Any, Iterator[OpRow]]]:
         yield target_id, (OpRow(*row) for row in group)
 
 
-def _report_progress(progress: Progress | None, done: int, total: int) -> None:
-    if progress is not None and total:
-        progress(min(1.0, done / total))
-
-
 def _object_chunks(fields: Iterable[str]) -> Iterator[list[MemoryObject]]:
     """Every object in primary-key order, CHUNK at a time, by keyset (no long-lived cursor)."""
     last = None
@@ -166,6 +187,8 @@ def _replay_target(obj: MemoryObject, ops: Iterable[OpRow], report: _Report) -> 
     oid = str(obj.pk)
     for op in ops:
         report.operations += 1
+        if not report.operations % PROGRESS_EVERY:
+            report.report(report.operations)
         record = replay.OpRecord(
             op.seq, op.op_type, op.ts, op.actor_id, op.actor_type, op.session_id, op.payload,
             op.state,
@@ -178,7 +201,7 @@ def _replay_target(obj: MemoryObject, ops: Iterable[OpRow], report: _Report) -> 
                  "reason": f"{type(exc).__name__}: {exc}"}
             )  # fmt: skip
             for _ in ops:  # drain the rest of this target's operations
-                report.operations += 1
+                report.read_one()
             return
         expected = replay.snapshot(state, fold.version)
         if record.state is not None and expected != record.state:
@@ -208,8 +231,10 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
     Returns ``{"ok", "checked" (objects), "operations", "mismatch_count", "mismatches" (the
     first MAX_LISTED, each with ``object_id`` and ``seq``), "truncated"}``.
     """
-    report = _Report()
-    total = MemoryObject.objects.count() + Relationship.objects.count()
+    object_ops = Operation.objects.filter(target_type="memory_object").count()
+    relationships = Relationship.objects.count()
+    relationship_ops = Operation.objects.filter(target_type="relationship").count()
+    report = _Report(progress, object_ops + relationship_ops)
     fields = ("id", "version", *replay.STATE_FIELDS)
     for chunk in _object_chunks(fields):
         by_id = {obj.pk: obj for obj in chunk}
@@ -220,15 +245,17 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
                 {"object_id": str(obj.pk), "seq": None, "where": "no OBJECT_CREATED operation"}
             )
         report.checked += len(chunk)
-        _report_progress(progress, report.checked, total)
-    # Relationships (SPEC §13): each posterior re-derived through rms.evidence.
-    for rel in Relationship.objects.order_by("pk").iterator(chunk_size=CHUNK):
+        report.report(report.operations)
+    # Relationships (SPEC §13): each posterior re-derived through rms.evidence; their share of
+    # the progress is their operations, spread evenly over them.
+    per_relationship = relationship_ops / relationships if relationships else 0.0
+    for done, rel in enumerate(Relationship.objects.order_by("pk").iterator(chunk_size=CHUNK)):
         for mismatch in verify_edge_replay(rel):
             report.add({"relationship_id": str(rel.pk), **mismatch})
         report.checked += 1
-        if report.checked % CHUNK == 0:
-            _report_progress(progress, report.checked, total)
-    return report.result()
+        if done % 16 == 15:
+            report.report(min(object_ops, report.operations) + (done + 1) * per_relationship)
+    return report.finish()
 
 
 def _chain_break(
@@ -244,6 +271,8 @@ def _chain_break(
     for op in ops:
         if report is not None:
             report.operations += 1
+            if not report.operations % PROGRESS_EVERY:
+                report.report(report.operations)
         if broken is not None:
             if report is None:
                 break
@@ -290,30 +319,22 @@ def verify_chain_all(
 
     ``extra_heads`` yields ``(target_id, head_hash)`` for chains whose owners live outside
     ``rms`` (the feedback sessions: ``rms`` never imports ``feedback``); it is consumed CHUNK at
-    a time, and ``extra_total`` (its length, if known) only scales the progress. Reports the
+    a time; when ``extra_total`` (its length) is not 0, their operations count in the progress,
+    which is measured in operations read (every PROGRESS_EVERY of them). Reports the
     first broken link per target — a changed row, a removed row or a truncated tail — with the
     target id and ``seq``. Read-only; bounded memory as in ``verify_replay_all``.
     """
-    report = _Report()
-    total = (
-        MemoryObject.objects.count()
-        + Relationship.objects.count()
-        + Namespace.objects.count()
-        + extra_total
-    )
+    types = ["memory_object", "relationship", "namespace", *([extra_type] if extra_total else [])]
+    report = _Report(progress, Operation.objects.filter(target_type__in=types).count())
     for chunk in _object_chunks(("id", "head_hash")):
         _verify_heads([(obj.pk, "memory_object", obj.head_hash) for obj in chunk], report)
-        _report_progress(progress, report.checked, total)
     edges = Relationship.objects.order_by("pk").values_list("pk", "head_hash").iterator(CHUNK)
     while chunk := list(islice(edges, CHUNK)):
         _verify_heads([(pk, "relationship", head) for pk, head in chunk], report)
-        _report_progress(progress, report.checked, total)
     # Namespaces' own chains (alerts): few rows, one chunk.
     namespaces = Namespace.objects.order_by("pk").values_list("uid", "head_hash")
     _verify_heads([(uid, "namespace", head) for uid, head in namespaces], report)
-    _report_progress(progress, report.checked, total)
     extra = iter(extra_heads)
     while chunk := list(islice(extra, CHUNK)):
         _verify_heads([(target_id, extra_type, head) for target_id, head in chunk], report)
-        _report_progress(progress, report.checked, max(total, report.checked))
-    return report.result()
+    return report.finish()

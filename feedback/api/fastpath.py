@@ -17,6 +17,7 @@ from rest_framework import serializers
 from feedback.api.serializers import MAX_ENTRIES, MAX_INT
 from feedback.utility import OUTCOMES
 from rms import policy
+from rms.api.serializers import StrictDateTimeField
 
 SESSION_KEYS = frozenset(
     {
@@ -52,7 +53,7 @@ SIGNAL_TYPES = frozenset(policy.SIGNAL_TYPES)
 METHODS = frozenset(policy.DETECTION_METHODS)
 ACTORS = frozenset(policy.ACTOR_TYPES)
 OUTCOME_SET = frozenset(OUTCOMES)
-_TS = serializers.DateTimeField()
+_TS = StrictDateTimeField()
 
 
 class _Reject(Exception):

@@ -8,8 +8,12 @@ from feedback.utility import OUTCOMES
 from rms import policy
 from rms.api.serializers import (
     FiniteFloatField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictDateTimeField,
     StrictIntegerField,
     StrictSerializer,
+    StrictUUIDField,
     choice,
     tag_list,
 )
@@ -19,41 +23,41 @@ MAX_INT = 2_147_483_647  # the columns are 32-bit integers
 
 
 class InjectionIn(StrictSerializer):
-    object_id = serializers.UUIDField()
+    object_id = StrictUUIDField()
     rank_position = StrictIntegerField(
         min_value=1, max_value=MAX_INT, required=False, allow_null=True
     )
-    representation_type = serializers.CharField(max_length=50, required=False, allow_blank=True)
+    representation_type = StrictCharField(max_length=50, required=False, allow_blank=True)
     token_cost = StrictIntegerField(min_value=1, max_value=MAX_INT)
     composite_score = FiniteFloatField(required=False, allow_null=True)
     str_value = FiniteFloatField(required=False, allow_null=True)
 
 
 class SessionSignalIn(StrictSerializer):
-    object_id = serializers.UUIDField()
+    object_id = StrictUUIDField()
     signal_type = choice(policy.SIGNAL_TYPES)
     detection_method = choice(policy.DETECTION_METHODS, required=False)
-    actor_id = serializers.CharField(max_length=200, required=False)
+    actor_id = StrictCharField(max_length=200, required=False)
     actor_type = choice(policy.ACTOR_TYPES, required=False)
     evidence_ids = tag_list()
 
 
 class SessionIn(StrictSerializer):
-    session_id = serializers.CharField(max_length=200)
-    request_id = serializers.CharField(max_length=200)
+    session_id = StrictCharField(max_length=200)
+    request_id = StrictCharField(max_length=200)
     namespace_scope = serializers.ListField(
-        child=serializers.CharField(max_length=100), min_length=1, max_length=50
+        child=StrictCharField(max_length=100), min_length=1, max_length=50
     )
     context_budget = StrictIntegerField(min_value=0, max_value=MAX_INT)
     tokens_used = StrictIntegerField(min_value=0, max_value=MAX_INT)
-    context_text = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
+    context_text = StrictCharField(required=False, allow_blank=True, max_length=100_000)
     context_tags = tag_list()
     outcome = choice(OUTCOMES, required=False, allow_null=True)
-    ts = serializers.DateTimeField(required=False)
+    ts = StrictDateTimeField(required=False)
     injections = serializers.ListField(child=InjectionIn(), max_length=MAX_ENTRIES, required=False)
     signals = serializers.ListField(child=SessionSignalIn(), max_length=MAX_ENTRIES, required=False)
-    response_text = serializers.CharField(required=False, allow_blank=True, max_length=200_000)
-    detect = serializers.BooleanField(required=False)
+    response_text = StrictCharField(required=False, allow_blank=True, max_length=200_000)
+    detect = StrictBooleanField(required=False)
 
     def validate(self, attrs):
         if attrs.get("detect") and not attrs.get("response_text"):
@@ -67,22 +71,22 @@ class SessionIn(StrictSerializer):
 
 
 class RankCandidateIn(StrictSerializer):
-    object_id = serializers.UUIDField()
+    object_id = StrictUUIDField()
     similarity = FiniteFloatField(min_value=0.0, max_value=1.0)
 
 
 class RankIn(StrictSerializer):
-    namespace = serializers.CharField(max_length=100)
+    namespace = StrictCharField(max_length=100)
     candidates = serializers.ListField(child=RankCandidateIn(), min_length=1, max_length=1000)
 
 
 class DetectIn(StrictSerializer):
-    response_text = serializers.CharField(max_length=200_000)
-    object_ids = serializers.ListField(child=serializers.UUIDField(), min_length=1, max_length=200)
+    response_text = StrictCharField(max_length=200_000)
+    object_ids = serializers.ListField(child=StrictUUIDField(), min_length=1, max_length=200)
 
 
 class TaskIn(StrictSerializer):
     """The kind and its params are checked by ``feedback.taskruns`` (role first, then params)."""
 
-    kind = serializers.CharField(max_length=40)
+    kind = StrictCharField(max_length=40)
     params = serializers.JSONField(required=False, default=dict)

@@ -31,6 +31,7 @@ from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
+from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out, operation_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
@@ -79,7 +80,11 @@ class ObjectSignalView(APIView):
 
 
 def session_item(body) -> ingest.Item:
-    """Validate one session body; its hash is of the body as sent (SPEC §7)."""
+    """Validate one session body; its hash is of the body as sent (SPEC §7). A batch item the
+    strict JSON parser refused (``BadItem``) is answered 400 on its own."""
+    if isinstance(body, BadItem):
+        digest = hashlib.sha256(body.text.encode("utf-8", "surrogatepass")).hexdigest()
+        return ingest.Item(None, digest, error=(400, error_body("malformed_json", body.message)))
     digest = hashlib.sha256(canonical_json(body).encode()).hexdigest()
     data = fastpath.validate_session(body)
     if data is not None:
@@ -129,6 +134,8 @@ class FeedbackSessionView(APIView):
 
 class FeedbackSessionBatchView(APIView):
     roles = {"POST": WRITERS}
+    #: An item with a non-finite number or a repeated key is its own 400, not the batch's.
+    parse_items = True
 
     @extend_schema(
         request=serializers.SessionIn(many=True),

@@ -7,7 +7,6 @@ import uuid
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +14,13 @@ from rest_framework.views import APIView
 from rms import edges, evidence
 from rms.api import openapi
 from rms.api.permissions import ANY_ROLE, WRITERS
-from rms.api.serializers import StrictSerializer, choice
+from rms.api.serializers import (
+    StrictCharField,
+    StrictDateTimeField,
+    StrictSerializer,
+    StrictUUIDField,
+    choice,
+)
 from rms.api.views import namespace_param, parse_time_param, parse_uuid, validated
 from rms.services import Actor, visible_object
 
@@ -24,19 +29,19 @@ SEED_PATTERN = r"^[0-9a-fA-F-]{32,36}:[0-9]+(\.[0-9]+)?$"
 
 
 class RelationshipIn(StrictSerializer):
-    source = serializers.UUIDField()
-    target = serializers.UUIDField()
-    relation = serializers.CharField(max_length=100)
+    source = StrictUUIDField()
+    target = StrictUUIDField()
+    relation = StrictCharField(max_length=100)
     extraction_context = choice(evidence.EXTRACTION_CONTEXTS)
-    actor_id = serializers.CharField(max_length=200, required=False)
-    ts = serializers.DateTimeField(required=False)
+    actor_id = StrictCharField(max_length=200, required=False)
+    ts = StrictDateTimeField(required=False)
 
 
 class EvidenceIn(StrictSerializer):
     kind = choice(evidence.EVIDENCE_KINDS)
     provenance = choice(evidence.PROVENANCES, required=False, allow_null=True)
-    actor_id = serializers.CharField(max_length=200, required=False)
-    ts = serializers.DateTimeField(required=False)
+    actor_id = StrictCharField(max_length=200, required=False)
+    ts = StrictDateTimeField(required=False)
 
 
 def _actor(request, data):

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
+
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.db import InterfaceError, OperationalError, connection
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.decorators.common import no_append_slash
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from rms import telemetry
 from rms.errors import DomainError
 from rms.policy import PolicyError
+
+logger = logging.getLogger(__name__)
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -51,7 +61,39 @@ _SIMPLE = {
 }
 
 
+#: Seconds a client is asked to wait after a 503 (a database restart takes a few seconds).
+RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """The database could not be reached or dropped the connection (a 503, never a 500).
+    Django wraps every driver error in these two classes: OperationalError covers a refused
+    or lost connection, a server shutting down, a lock or statement timeout; InterfaceError a
+    connection already closed."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def unavailable_body() -> dict:
+    return error_body(
+        "service_unavailable", "The database is unavailable; retry after a few seconds."
+    )
+
+
+def _unavailable(exc: BaseException) -> None:
+    telemetry.incr(telemetry.DATABASE_UNAVAILABLE)
+    logger.warning("database unavailable: %s: %s", type(exc).__name__, exc)
+    # the connection the error left behind is unusable: the next request opens a new one
+    if not connection.in_atomic_block:
+        with contextlib.suppress(Exception):
+            connection.close_if_unusable_or_obsolete()
+
+
 def exception_handler(exc, context):
+    if database_unavailable(exc):
+        _unavailable(exc)
+        return Response(
+            unavailable_body(), status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, PolicyError):
@@ -80,6 +122,12 @@ def exception_handler(exc, context):
     return None
 
 
+@csrf_exempt  # a POST to an unknown path is a 404, not a CSRF failure page
+@no_append_slash
+def api_not_found(request, *args, **kwargs):
+    return JsonResponse(error_body("not_found", "Not found."), status=404)
+
+
 def handler404(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "Not found."), status=404)
@@ -87,6 +135,21 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    """Django calls this inside the except block of the uncaught exception: a database outage
+    anywhere outside a DRF view (middleware, the dashboard) is a 503 with Retry-After too."""
+    exc = sys.exc_info()[1]
+    if exc is not None and database_unavailable(exc):
+        _unavailable(exc)
+        if request.path.startswith("/api/"):
+            response = JsonResponse(unavailable_body(), status=503)
+        else:
+            response = HttpResponse(
+                "Service unavailable: the database cannot be reached. Retry in a few seconds.",
+                status=503,
+                content_type="text/plain; charset=utf-8",
+            )
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("server_error", "Internal server error."), status=500)
     return defaults.server_error(request)

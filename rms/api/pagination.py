@@ -14,6 +14,8 @@ from datetime import datetime
 from django.db.models import Q
 from rest_framework.exceptions import ValidationError
 
+from rms.api import parsers
+
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -41,7 +43,7 @@ def decode_cursor(request) -> list | None:
         return None
     try:
         padded = raw + "=" * (-len(raw) % 4)
-        values = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        values = parsers.loads(base64.urlsafe_b64decode(padded.encode()).decode())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
     if not isinstance(values, list):
@@ -66,8 +68,9 @@ def created_at_page(request, qs, *, newest_first: bool = False) -> tuple[list, s
     cursor = decode_cursor(request)
     if cursor is not None:
         try:
-            created_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
-        except (IndexError, TypeError, ValueError) as exc:
+            created_at = parsers.to_utc(datetime.fromisoformat(cursor[0]))
+            last_id = uuid.UUID(cursor[1])
+        except (IndexError, TypeError, ValueError, AttributeError) as exc:
             raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
         if newest_first:
             after = Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id)

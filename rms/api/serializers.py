@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import datetime
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from rms import policy
+from rms.api import parsers
 from rms.extensions import object_extras
 from rms.models import MemoryObject, Namespace, Operation
 from rms.oplog import row_for_hash
@@ -57,6 +61,69 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(int(data))
 
 
+class _StringsOnly:
+    """DRF's CharField turns a number into its text (1e400 became "inf"); only strings here."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(_StringsOnly, serializers.CharField):
+    pass
+
+
+class StrictSlugField(_StringsOnly, serializers.SlugField):
+    pass
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID given as a string (DRF also takes an integer, or ``true`` as UUID 1)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.UUID)
+class UUIDTextField(StrictCharField):
+    """A string that must spell a UUID, kept as sent (an idempotency key compared as text)."""
+
+    default_error_messages = {"invalid_uuid": "Must be a valid UUID."}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            self.fail("invalid_uuid")
+        return value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false, not "yes" or 1."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 time stored in UTC; an offset of 16 h or more is refused (PostgreSQL's
+    range), and so is a time that leaves years 1–9999 once in UTC (DRF's own check)."""
+
+    default_error_messages = {"offset": "The UTC offset must be less than 16 hours."}
+
+    def enforce_timezone(self, value):
+        offset = value.utcoffset() if value.tzinfo is not None else None
+        if offset is not None and abs(offset) >= parsers.MAX_UTC_OFFSET:
+            self.fail("offset")
+        return super().enforce_timezone(value)
+
+
 class StrictSerializer(serializers.Serializer):
     """Unknown fields are a 400, so a misspelt optional field is never silently ignored."""
 
@@ -74,14 +141,14 @@ def choice(values, **kw) -> serializers.ChoiceField:
 
 def tag_list(**kw) -> serializers.ListField:
     return serializers.ListField(
-        child=serializers.CharField(max_length=200), max_length=200, required=False, **kw
+        child=StrictCharField(max_length=200), max_length=200, required=False, **kw
     )
 
 
 class ObjectIn(StrictSerializer):
-    id = serializers.UUIDField(required=False)
-    namespace = serializers.CharField(max_length=100)
-    content = serializers.CharField(max_length=50_000)
+    id = StrictUUIDField(required=False)
+    namespace = StrictCharField(max_length=100)
+    content = StrictCharField(max_length=50_000)
     domain_tags = tag_list()
     epistemic_type = choice(policy.EPISTEMIC_TYPES)
     condition_state = choice(policy.CONDITION_STATES, required=False, allow_null=True)
@@ -89,25 +156,25 @@ class ObjectIn(StrictSerializer):
     confidence = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     salience_base = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     evidence_ids = tag_list()
-    actor_id = serializers.CharField(max_length=200, required=False)
+    actor_id = StrictCharField(max_length=200, required=False)
     actor_type = choice(policy.ACTOR_TYPES, required=False)
-    ts = serializers.DateTimeField(required=False)
+    ts = StrictDateTimeField(required=False)
 
 
 class SignalIn(StrictSerializer):
     signal_type = choice(policy.SIGNAL_TYPES)
-    session_id = serializers.CharField(max_length=200)
-    actor_id = serializers.CharField(max_length=200, required=False)
+    session_id = StrictCharField(max_length=200)
+    actor_id = StrictCharField(max_length=200, required=False)
     actor_type = choice(policy.ACTOR_TYPES, required=False)
     detection_method = choice(policy.DETECTION_METHODS, required=False)
     evidence_ids = tag_list()
-    request_id = serializers.CharField(max_length=200, required=False)
-    ts = serializers.DateTimeField(required=False)
+    request_id = UUIDTextField(max_length=200, required=False)
+    ts = StrictDateTimeField(required=False)
 
 
 class ReasonIn(StrictSerializer):
-    reason = serializers.CharField(max_length=2000)
-    ts = serializers.DateTimeField(required=False)
+    reason = StrictCharField(max_length=2000)
+    ts = StrictDateTimeField(required=False)
 
 
 class PinIn(ReasonIn):
@@ -120,7 +187,7 @@ class TransitionIn(ReasonIn):
 
 class ConditionIn(StrictSerializer):
     condition_state = choice(policy.CONDITION_STATES)
-    ts = serializers.DateTimeField(required=False)
+    ts = StrictDateTimeField(required=False)
 
 
 METRIC_NAMES = (
@@ -133,7 +200,7 @@ WEIGHT_NAMES = ("similarity", "hotness", "utility")
 
 
 class NamespaceIn(StrictSerializer):
-    name = serializers.SlugField(max_length=100)
+    name = StrictSlugField(max_length=100)
     ignore_threshold = StrictIntegerField(min_value=1, max_value=10_000, required=False)
     relevance_threshold = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     alert_thresholds = serializers.DictField(

@@ -77,11 +77,12 @@ def test_objects_signals_and_their_errors(env, flavour):
             lambda: c.create_object(namespace="billing", content="x", epistemic_type="ASSERTED"),
             403,
         )
-        first = await aw(c.signal(obj["id"], "REFERENCED", session_id="s-2", request_id="r-2"))
-        again = await aw(c.signal(obj["id"], "REFERENCED", session_id="s-2", request_id="r-2"))
+        key = str(uuid.uuid4())  # a signal's request_id is a UUID (API.md)
+        first = await aw(c.signal(obj["id"], "REFERENCED", session_id="s-2", request_id=key))
+        again = await aw(c.signal(obj["id"], "REFERENCED", session_id="s-2", request_id=key))
         assert again["operation"]["id"] == first["operation"]["id"]
         err = await raises(
-            lambda: c.signal(obj["id"], "CORRECTED", session_id="s-2", request_id="r-2"), 409
+            lambda: c.signal(obj["id"], "CORRECTED", session_id="s-2", request_id=key), 409
         )
         assert err.message
         return obj["id"]

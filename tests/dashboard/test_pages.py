@@ -247,6 +247,11 @@ def test_object_as_of_shows_the_stored_state_at_that_time(operator, history):
     assert "did not exist" in before.content.decode()
     bad = c.get(f"/objects/{obj.pk}/?as_of=yesterday")
     assert bad.status_code == 200 and bad.context["as_of"] is None
+    # past year 9999 once in UTC (issue 15: was a 500), and a 20 h offset (read as UTC)
+    overflow = c.get(f"/objects/{obj.pk}/?as_of=9999-12-31T23:00:00-05:00")
+    assert overflow.status_code == 200 and overflow.context["as_of"] is None
+    far = c.get(f"/objects/{obj.pk}/?as_of=2026-06-02T20:00:00%2B20:00")
+    assert far.status_code == 200 and far.context["as_of"]["at"] == T0 + timedelta(hours=24)
 
 
 def test_object_without_feedback_or_relationships(operator, history):

@@ -8,17 +8,18 @@ the database pytest-django created. Tests that use it need
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
+
+from tests.servers import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_STOP_TIMEOUT = 20
@@ -26,18 +27,7 @@ WORKER_STOP_TIMEOUT = 20
 
 def worker_database_url() -> str:
     """The URL of the database pytest-django set up, for another process."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        name = str(db["NAME"])
-        if name == ":memory:" or name.startswith("file:"):
-            pytest.fail("a worker process needs a file-backed SQLite test database")
-        return f"sqlite:///{Path(name).resolve()}"
-    user = quote(db.get("USER") or "", safe="")
-    password = quote(db.get("PASSWORD") or "", safe="")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host = db.get("HOST") or "127.0.0.1"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
+    return subprocess_database_url()
 
 
 class Worker:
@@ -57,49 +47,73 @@ class Worker:
             pytest.fail(f"the Celery worker exited ({self.proc.returncode}):\n{self.log_tail()}")
 
 
-@pytest.fixture(scope="module")
-def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real worker on a unique queue; the test process sends its tasks to that queue."""
-    from rms.celery import app
-
-    queue = f"rms-test-{uuid.uuid4().hex[:12]}"
-    with django_db_blocker.unblock():
-        url = worker_database_url()
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=url,
+def start_worker(queue: str, log_path: Path, *, database_url: str, **env: str) -> Worker:
+    """``celery worker --pool solo`` on ``queue``, in a session (process group) of its own so a
+    test can kill it as a whole; ``env`` overrides settings (e.g. RMS_TASK_HEARTBEAT_EVERY)."""
+    full_env = dict(os.environ)
+    full_env.update(
+        DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="rms.settings",
         RMS_VAR_DIR=str(settings.VAR_DIR),  # the same filesystem-broker folders
         PYTHONUNBUFFERED="1",
     )
-    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
-    log = open(log_path, "w")  # noqa: SIM115 - closed at teardown
+    full_env.update(env)
+    log = open(log_path, "a")  # noqa: SIM115 - the process holds it; closed in stop_worker
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "celery", "-A", "rms", "worker",
             "--pool", "solo", "-Q", queue, "-l", "warning",
-            "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
         ],
         cwd=ROOT,
-        env=env,
+        env=full_env,
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )  # fmt: skip
+    log.close()  # the child has its own copy
+    return Worker(proc, queue, log_path)
+
+
+def stop_worker(worker: Worker) -> None:
+    proc = worker.proc
+    if proc.poll() is None:
+        proc.terminate()  # warm shutdown: finishes the current task, then exits
+        try:
+            proc.wait(WORKER_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(WORKER_STOP_TIMEOUT)
+
+
+@contextlib.contextmanager
+def tasks_sent_to(queue: str):
+    """The test process sends its tasks to ``queue`` (the workers of these tests read it)."""
+    from rms.celery import app
+
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = queue
     try:
-        yield Worker(proc, queue, log_path)
+        yield
     finally:
         app.conf.task_default_queue = previous
-        if proc.poll() is None:
-            proc.terminate()  # warm shutdown: finishes the current task, then exits
-            try:
-                proc.wait(WORKER_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(WORKER_STOP_TIMEOUT)
-        log.close()
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A real worker on a unique queue; the test process sends its tasks to that queue."""
+    queue = f"rms-test-{uuid.uuid4().hex[:12]}"
+    with django_db_blocker.unblock():
+        url = worker_database_url()
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    worker = start_worker(queue, log_path, database_url=url)
+    try:
+        with tasks_sent_to(queue):
+            yield worker
+    finally:
+        stop_worker(worker)
 
 
 def wait_for_task(api, worker: Worker, task_id: str, *, timeout: float = 60.0, seen=None) -> dict:

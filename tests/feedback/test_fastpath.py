@@ -78,7 +78,19 @@ bodies = optional(
         "context_text": texts,
         "context_tags": st.one_of(st.lists(texts, max_size=3), texts),
         "outcome": st.sampled_from(["SUCCESS", "FAILED", "GREAT", None]),
-        "ts": st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "soon", 5]),
+        "ts": st.sampled_from(
+            [
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T00:00:00",
+                "soon",
+                5,
+                "2026-01-01T00:00:00+15:59",
+                "2026-01-01T00:00:00+16:00",
+                "9999-12-31T23:00:00-05:00",
+            ]
+        ),
+        "detect": st.sampled_from([True, False, "true", 1, 0, None]),
+        "response_text": st.sampled_from(["", "It was Python.", 3]),
         "injections": st.one_of(st.lists(injection, max_size=3), texts),
         "signals": st.one_of(st.lists(signal, max_size=3), texts),
         "surprise": st.just(1),

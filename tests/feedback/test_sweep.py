@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from feedback import aggregates, rebuild, relevance
+from feedback import aggregates, rebuild, relevance, taskruns
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
@@ -662,11 +662,14 @@ def test_a_broker_failure_after_commit_does_not_fail_the_session(
 def test_enqueue_sweep_sends_string_ids_to_the_task(monkeypatch):
     sent = []
     fake = types.ModuleType("feedback.tasks")
-    fake.sweep_objects = types.SimpleNamespace(delay=sent.append)
+    fake.sweep_objects = types.SimpleNamespace(
+        apply_async=lambda args, **options: sent.append((args, options["retry_policy"]))
+    )
     monkeypatch.setitem(sys.modules, "feedback.tasks", fake)
     oid = uuid.uuid4()
     sweep_mod.enqueue_sweep([oid])
-    assert sent == [[str(oid)]]
+    assert sent == [(([str(oid)],), taskruns.PUBLISH_RETRY)]
+    assert taskruns.PUBLISH_RETRY["max_retries"] == 1
 
 
 def test_enqueue_sweep_without_the_task_module_logs_and_returns(monkeypatch, caplog):

@@ -220,11 +220,12 @@ def test_signal_roles(operator_api, client_api):
 
 def test_request_id_makes_a_signal_idempotent(client_api):
     oid = new_object(client_api)
-    first = signal(client_api, oid, request_id="r-1")
-    again = signal(client_api, oid, request_id="r-1")
+    key = "6f1c2a5e-8d4b-4e7a-9c3f-2b1d0e9a8c7b"
+    first = signal(client_api, oid, request_id=key)
+    again = signal(client_api, oid, request_id=key)
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json() == first.json()
     assert Operation.objects.filter(target_id=oid, op_type="REINFORCE").count() == 1
-    changed = signal(client_api, oid, request_id="r-1", signal_type="REFERENCED")
+    changed = signal(client_api, oid, request_id=key, signal_type="REFERENCED")
     assert changed.status_code == 409 and changed.json()["error"]["code"] == "idempotency_mismatch"
     assert MemoryObject.objects.get(pk=oid).reinforcement_count == 1

@@ -138,9 +138,15 @@ class TemplateRequest(DjangoOpenAPIRequest):
     """openapi-core's Django request, matched by our path template: its own route parsing
     drops the ``.csv`` after ``<str:kind>``."""
 
-    def __init__(self, request, template: str) -> None:
+    def __init__(self, request, template: str, body: bytes = b"") -> None:
         super().__init__(request)
         self.template = template
+        self.raw_body = body
+
+    @property
+    def body(self) -> bytes:
+        # The strict parser read the stream: Django's request.body is no longer available.
+        return self.raw_body
 
     @property
     def path_pattern(self) -> str:
@@ -179,7 +185,10 @@ class Recorder:
         where = MockRequest("http://testserver", method, template.format(**path))
         self.openapi.validate_response(where, DjangoOpenAPIResponse(resp))
         if status in (200, 201, 202):
-            self.openapi.validate_request(TemplateRequest(resp.wsgi_request, template))
+            sent = b"" if body is None else json.dumps(body).encode()
+            if raw is not None:
+                sent = raw[1].encode() if isinstance(raw[1], str) else raw[1]
+            self.openapi.validate_request(TemplateRequest(resp.wsgi_request, template, sent))
         self.seen.add((method, template, status))
         if status == 204:
             return None

@@ -1,0 +1,126 @@
+"""Heartbeats (issue 15): a running TaskRun's, so the reconciler can tell a run whose worker died
+from a long one, and each worker's own, so /health can report worker liveness.
+
+Each beats from a daemon thread on its own database connection, closed when it stops. A run's
+heartbeat is an autocommit UPDATE guarded by ``state = running``: it never revives a finished
+run, and a run claimed again by another worker just gets fresher beats.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from feedback.models import TaskRun, WorkerHeartbeat
+from rms.replay import iso
+
+logger = logging.getLogger(__name__)
+
+
+class _Beater:
+    """Calls ``beat()`` every ``every`` seconds on a thread until ``stop()``, and at once when
+    ``wake()`` is called."""
+
+    def __init__(self, name: str, every: float) -> None:
+        self.every = every
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def beat(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def start(self) -> _Beater:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                self._wake.wait(self.every)
+                self._wake.clear()
+                stopping = self._stop.is_set()
+                try:
+                    self.beat()
+                except Exception as exc:  # the database is away: beat again next time
+                    logger.warning("%s: heartbeat failed: %s", self._thread.name, exc)
+                    connection.close()
+                if stopping:
+                    return
+        finally:
+            connection.close()
+
+
+class RunHeartbeat(_Beater):
+    """A running run's heartbeat, which also stores its progress: ``offer(value)`` hands the
+    value over and the thread writes it at once, on its own connection, so progress is visible
+    even while the domain function is inside a transaction of its own (the rebuild's final
+    write) and the task never waits on the write."""
+
+    def __init__(self, run_id, every: float | None = None) -> None:
+        super().__init__(f"heartbeat-{run_id}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
+        self.run_id = run_id
+        self._progress: float | None = None
+        self._lock = threading.Lock()
+
+    def offer(self, value: float) -> None:
+        with self._lock:
+            self._progress = value
+        self.wake()
+
+    def beat(self) -> None:
+        with self._lock:
+            value, self._progress = self._progress, None
+        fields = {"heartbeat_at": timezone.now()}
+        if value is not None:
+            fields["progress"] = value
+        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(**fields)
+
+
+class WorkerBeat(_Beater):
+    def __init__(self, name: str, every: float | None = None) -> None:
+        super().__init__(f"worker-heartbeat-{name}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
+        self.name = name
+        self.started_at = timezone.now()
+
+    def beat(self) -> None:
+        WorkerHeartbeat.objects.update_or_create(
+            name=self.name, defaults={"seen_at": timezone.now(), "started_at": self.started_at}
+        )
+
+
+def worker_liveness() -> dict:
+    """/health's ``worker``: "ok" when a worker beat within RMS_TASK_HEARTBEAT_TIMEOUT, "stale"
+    when the last beat is older, "none" when no worker ever beat; with the newest beat."""
+    try:
+        now = timezone.now()
+        fresh_after = now - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT)
+        rows = list(WorkerHeartbeat.objects.order_by("-seen_at").values_list("seen_at", flat=True))
+    except Exception as exc:
+        logger.warning("health: worker heartbeats unreadable: %s", exc)
+        return {"state": "unknown", "last_heartbeat": None, "alive": None}
+    finally:
+        connection.close()
+    if not rows:
+        return {"state": "none", "last_heartbeat": None, "alive": 0}
+    alive = sum(1 for seen in rows if seen >= fresh_after)
+    return {
+        "state": "ok" if alive else "stale",
+        "last_heartbeat": iso(rows[0]),
+        "age_seconds": round((now - rows[0]).total_seconds(), 1),
+        "alive": alive,
+    }
