@@ -213,7 +213,7 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
                 feed_arrivals.setdefault(event["id"], now)
             cursor = page["next_cursor"]
 
-    threads = 4
+    threads = 8
     per_thread = rate / threads
 
     def write(n: int):
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"{pct[99]:.3f}", f"{max(lat) if lat else float('nan'):.3f}",
                              f"p95 <= {target:g} s"])  # fmt: skip
                 ok = ok and len(lat) == n and pct[95] <= target
-            print(f"# load: {args.rate:g} signals/s for {args.seconds:g} s, 4 writer threads")
+            print(f"# load: {args.rate:g} signals/s for {args.seconds:g} s, 8 writer threads")
             common.print_table(
                 ["latency", "arrived", "p50 s", "p95 s", "p99 s", "max s", "target"], rows
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.signals import worker_process_shutdown
 
 from delivery import dispatch
 
@@ -18,3 +19,9 @@ logger = logging.getLogger(__name__)
 def dispatch_webhooks() -> dict:
     result = dispatch.run_pass()
     return {"created": result.created, "claimed": result.claimed, "finished": result.finished}
+
+
+@worker_process_shutdown.connect
+def _close_delivery_threads(**kwargs) -> None:
+    """A worker process going away closes its delivery threads' connections."""
+    dispatch.shutdown_pool()

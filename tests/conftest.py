@@ -76,3 +76,13 @@ def _close_overview_side_connection(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         selectors.close_side_connection()
+
+
+@pytest.fixture(autouse=True)
+def _webhook_threads_closed():
+    """The webhook dispatcher's threads keep their database connections between attempts;
+    close them after each test so the test database can be dropped."""
+    yield
+    from delivery import dispatch
+
+    dispatch.shutdown_pool()

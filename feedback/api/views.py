@@ -515,7 +515,7 @@ class AlertListView(APIView):
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
         ],
-        responses={200: openapi.AlertList},
+        responses={200: openapi.AlertList, 404: core_openapi.error("No such namespace.")},
         description="Alert history, newest first.",
     )
     def get(self, request):

@@ -3,12 +3,16 @@ delivery across out-of-order commits and concurrent writers."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rms import changes, services
 from rms.models import Operation
@@ -412,3 +416,82 @@ def test_target_events_lists_an_objects_changes(client_api):
     obj = make_object(client_api.row)
     events = changes.target_events(obj.pk)
     assert [e["type"] for e in events] == ["object.created"]
+
+
+# --- the PostgreSQL-written event texts against the reference (_event) ------------------------
+
+
+def _both(after=changes.START, **kw):
+    reference = changes.read(after, limit=1000, **kw).events
+    texts = changes.read(after, limit=1000, as_json=True, **kw).events
+    return reference, [json.loads(t) for t in texts]
+
+
+def test_event_texts_equal_the_reference_for_every_kind(client_api, admin_api):
+    test_events_of_each_kind_in_order_with_their_data(client_api, admin_api)
+    from feedback import alerts
+    from rms.models import Namespace
+
+    ns = Namespace.objects.get(name="support")
+    metric = {"state": "alert", "value": 0.30000000000000004, "threshold": 0.1}
+    alerts.alerts_apply(
+        namespace_id=ns.pk,
+        evaluated={"high_correction_rate": metric},
+        window={"since": "2026-05-31T12:00:00.000000+00:00", "until": None},
+        at=datetime.now(UTC),
+    )
+    reference, texts = _both()
+    assert len(reference) == 9
+    assert texts == reference
+    only = frozenset({"object.deprecated", "alert.raised"})
+    reference, texts = _both(types=only)
+    assert [e["type"] for e in texts] == ["object.deprecated", "alert.raised"]
+    assert texts == reference
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    op_type=st.sampled_from(changes.CHANGE_OPS),
+    confidence=finite,
+    alpha=st.one_of(st.none(), finite.filter(lambda v: abs(v) < 1e300)),
+    beta=st.one_of(st.none(), finite.filter(lambda v: abs(v) < 1e300)),
+    text=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+    to=st.sampled_from(["DEPRECATED", "OBSERVED", ""]),
+    version=st.integers(0, 2**53),
+)
+def test_event_texts_equal_the_reference_on_random_rows(
+    require_postgres, op_type, confidence, alpha, beta, text, to, version
+):
+    from rms.models import Operation
+
+    start = changes.head()
+    state = {
+        "confidence": confidence,
+        "salience_base": confidence / 3,
+        "epistemic_type": to or None,
+        "condition_state": None,
+        "decay_profile": text,
+        "pinned": bool(version % 2),
+        "reinforcement_count": version,
+        "version": version,
+        "alpha": alpha,
+        "beta": beta,
+    }
+    payload = {"signal_type": text, "session_id": text, "to": to, "metric": text,
+               "value": confidence, "threshold": alpha, "window": {"since": text},
+               "alert_id": text}  # fmt: skip
+    Operation.objects.create(
+        ts=datetime(2026, 6, 1, 12, 0, 0, 123456, tzinfo=UTC),
+        op_type=op_type, target_type="memory_object", target_id=uuid.uuid4(),
+        namespace="support", actor_id="a", actor_type="SYSTEM_PROCESS", payload=payload,
+        state=state, prev_hash="0" * 64, hash="0" * 64,
+    )  # fmt: skip
+    reference, texts = _both(start)
+    assert len(reference) == 1
+    assert texts == reference
