@@ -8,8 +8,9 @@ commit to the feed (long poll) and to a webhook receiver.
    10,000 rows, each with its own transaction id) is read through HTTP by following
    ``next_cursor`` in pages of 1,000 from the start, parsing every page as a consumer would.
    Beside it, one ordered ``COPY`` of the same rows in feed order is the floor.
-2. **Latency.** Writers post signals at ``--rate`` per second through the API (each one
-   REINFORCE: one change event). A long-polling consumer (``wait=30``) and a webhook receiver
+2. **Latency.** Writers post feedback sessions, each with five CONFIRMED signals (five
+   REINFORCE operations: five change events), ``--rate`` events per second in all. A
+   long-polling consumer (``wait=30``) and a webhook receiver
    (a local HTTP server; the dispatcher is a real Celery worker driven by a real beat at its
    default 1 s period) note when each event arrives. Latency is measured from the moment the
    writer *sent* the request, an upper bound of the time its transaction committed.
@@ -37,6 +38,7 @@ import common  # noqa: E402
 DB = "rms_bench_feed"
 REDIS = "redis://127.0.0.1:6379/9"
 PAGE = 1000
+SIGNALS_PER_SESSION = 5
 CHUNK = 10_000
 NAMESPACES = ("bench", "bench_b", "bench_c")
 FEED_TARGET = 20_000
@@ -166,12 +168,20 @@ class Celery:
             log.close()
 
 
+def _key(event: dict) -> tuple:
+    """An event's identity as the writer knows it: (object, session)."""
+    return event.get("target_id"), (event.get("data") or {}).get("session_id")
+
+
 def receiver(arrivals: dict) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as a production receiver would
+
         def do_POST(self):  # noqa: N802
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            arrivals.setdefault(json.loads(body)["id"], time.perf_counter())
+            arrivals.setdefault(_key(json.loads(body)), time.perf_counter())
             self.send_response(204)
+            self.send_header("content-length", "0")
             self.end_headers()
 
         def log_message(self, *args):
@@ -210,11 +220,12 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
             status, page = api.request("GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}")
             now = time.perf_counter()
             for event in page["results"]:
-                feed_arrivals.setdefault(event["id"], now)
+                feed_arrivals.setdefault(_key(event), now)
             cursor = page["next_cursor"]
 
-    threads = 8
-    per_thread = rate / threads
+    threads = 4
+    per_request = SIGNALS_PER_SESSION
+    per_thread = rate / per_request / threads  # sessions per second per writer
 
     def write(n: int):
         api = common.Api(port, client_token)
@@ -225,15 +236,22 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
             delay = due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            oid = objects[(n + i * threads) % len(objects)]
+            session_id = f"w{n}-{i}"
+            oids = [objects[(n * 7919 + i * per_request + k) % len(objects)]
+                    for k in range(per_request)]  # fmt: skip
+            body = {
+                "session_id": session_id, "request_id": session_id,
+                "namespace_scope": ["bench"], "context_budget": 4000, "tokens_used": 400,
+                "injections": [{"object_id": o, "token_cost": 40, "rank_position": r + 1}
+                               for r, o in enumerate(oids)],
+                "signals": [{"object_id": o, "signal_type": "CONFIRMED", "actor_id": f"u{n}",
+                             "actor_type": "HUMAN_USER"} for o in oids],
+            }  # fmt: skip
             t0 = time.perf_counter()
-            status, answer = api.request(
-                "POST",
-                f"/api/v1/objects/{oid}/signals",
-                {"signal_type": "CONFIRMED", "session_id": f"w{n}-{i}", "actor_id": f"u{n}"},
-            )
+            status, _ = api.request("POST", "/api/v1/feedback-sessions", body)
             if status == 201:
-                sent[answer["operation"]["id"]] = t0
+                for o in oids:  # one REINFORCE (one change event) per signal
+                    sent[(o, session_id)] = t0
             i += 1
 
     consumer = threading.Thread(target=consume, daemon=True)
@@ -329,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"{pct[99]:.3f}", f"{max(lat) if lat else float('nan'):.3f}",
                              f"p95 <= {target:g} s"])  # fmt: skip
                 ok = ok and len(lat) == n and pct[95] <= target
-            print(f"# load: {args.rate:g} signals/s for {args.seconds:g} s, 8 writer threads")
+            print(
+                f"# load: {args.rate:g} change events/s for {args.seconds:g} s: 4 writer threads "
+                f"posting feedback sessions of {SIGNALS_PER_SESSION} CONFIRMED signals"
+            )
             common.print_table(
                 ["latency", "arrived", "p50 s", "p95 s", "p99 s", "max s", "target"], rows
             )

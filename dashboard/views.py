@@ -813,6 +813,10 @@ def _webhooks_context(request) -> dict:
         "feed_types": changes.FEED_TYPES,
         "namespaces": list(request.access.namespaces()),
         "page": _page(request, qs),
+        # Where the page's forms come back to: this page (an answer to a POST is the page too).
+        "back": request.get_full_path()
+        if request.method == "GET"
+        else reverse("dashboard:webhooks"),
     }
 
 

@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED as FIRST
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
@@ -49,6 +49,8 @@ CLAIM_LIMIT = 64
 PUMP_PAGE = 500
 PUMP_PAGES = 20  # per endpoint and pass: a long backlog is worked off over several passes
 LEASE = timedelta(seconds=policy.TIMEOUT + 20)
+TICK = 0.05  # seconds between a pass's claims
+PUMP_EVERY = 0.2  # seconds between a pass's reads of the feed
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -173,6 +175,9 @@ class Claimed:
     secret: str
     event: dict
     lease_until: datetime
+    attempts: int = 0
+    first_attempt_at: datetime | None = None
+    retry_until: datetime | None = None
 
 
 def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Claimed]:
@@ -198,20 +203,28 @@ def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Cla
         .order_by("next_attempt_at", "created_at")
         .values_list("pk", "endpoint_id", "endpoint__url", "endpoint__secret", "event")[: limit * 4]
     )
-    lease_until = now + LEASE
-    claimed: list[Claimed] = []
+    chosen: dict = {}
     for pk, endpoint_id, url, secret, event in candidates:
-        if len(claimed) >= limit or busy.get(endpoint_id, 0) >= settings.RMS_WEBHOOK_PER_ENDPOINT:
+        if len(chosen) >= limit or busy.get(endpoint_id, 0) >= settings.RMS_WEBHOOK_PER_ENDPOINT:
             continue
-        won = (
-            WebhookDelivery.objects.filter(pk=pk, state=WebhookDelivery.PENDING)
-            .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now))
-            .update(lease_until=lease_until)
-        )
-        if won:
-            busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
-            claimed.append(Claimed(pk, endpoint_id, url, secret, event, lease_until))
-    return claimed
+        busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
+        chosen[pk] = (endpoint_id, url, secret, event)
+    if not chosen:
+        return []
+    # One compare-and-swap for the whole batch, marked with this claim's token: the rows another
+    # dispatcher took meanwhile fail the condition and are not ours.
+    token = uuid.uuid4()
+    lease_until = now + LEASE
+    WebhookDelivery.objects.filter(pk__in=list(chosen), state=WebhookDelivery.PENDING).filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lte=now)
+    ).update(lease_until=lease_until, claim_token=token)
+    won = WebhookDelivery.objects.filter(claim_token=token).values_list(
+        "pk", "attempts", "first_attempt_at", "retry_until"
+    )
+    return [
+        Claimed(pk, *chosen[pk], lease_until, attempts, first, until)
+        for pk, attempts, first, until in won
+    ]
 
 
 @dataclass(frozen=True)
@@ -272,6 +285,9 @@ def record(claim: Claimed, outcome: Outcome, *, now: datetime | None = None) -> 
     one) still records: the receiver got the call either way."""
     now = now or timezone.now()
     schedule = settings.RMS_WEBHOOK_RETRY_SCHEDULE
+    if policy.is_success(outcome.status):
+        record_successes([(claim, outcome, now)])
+        return WebhookDelivery.SUCCEEDED
     with transaction.atomic():
         delivery = WebhookDelivery.objects.select_for_update().filter(pk=claim.delivery_id).first()
         if delivery is None:  # the endpoint was deleted meanwhile
@@ -284,21 +300,7 @@ def record(claim: Claimed, outcome: Outcome, *, now: datetime | None = None) -> 
         delivery.latency_ms = outcome.latency_ms
         delivery.last_error = outcome.error
         delivery.lease_until = None
-        if policy.is_success(outcome.status):
-            delivery.state = WebhookDelivery.SUCCEEDED
-            delivery.next_attempt_at = None
-            delivery.save()
-            # The healthy path takes no endpoint lock (200 deliveries a second to one endpoint
-            # would queue on it): one conditional update, a no-op while nothing changed but the
-            # last success time, which is kept to the second.
-            WebhookEndpoint.objects.filter(pk=claim.endpoint_id).filter(
-                Q(last_success_at__isnull=True)
-                | Q(last_success_at__lt=now - timedelta(seconds=1))
-                | Q(consecutive_failures__gt=0)
-                | Q(blocked_until__isnull=False)
-            ).update(last_success_at=now, failing_since=None, consecutive_failures=0,
-                     blocked_until=None)  # fmt: skip
-            return delivery.state
+        delivery.claim_token = None
         # A failure: the endpoint's health changes, under its row lock (failures are rare).
         endpoint = WebhookEndpoint.objects.select_for_update().get(pk=claim.endpoint_id)
         at = policy.next_attempt(
@@ -327,6 +329,74 @@ def record(claim: Claimed, outcome: Outcome, *, now: datetime | None = None) -> 
     return delivery.state
 
 
+_SUCCESS_FIELDS = (
+    "state", "attempts", "first_attempt_at", "retry_until", "last_attempt_at", "response_status",
+    "latency_ms", "last_error", "lease_until", "claim_token", "next_attempt_at",
+)  # fmt: skip
+
+
+def record_successes(done: list[tuple[Claimed, Outcome, datetime]]) -> None:
+    """Store successful attempts in two statements whatever their number: the deliveries in
+    one bulk update (from the values read when they were claimed: the lease makes this
+    dispatcher their only writer), and each endpoint's health in one conditional update, a
+    no-op while nothing but the last success time changed (kept to the second). No endpoint
+    row lock: 200 deliveries a second to one endpoint would queue on it."""
+    if not done:
+        return
+    window = settings.RMS_WEBHOOK_RETRY_WINDOW
+    rows = [
+        WebhookDelivery(
+            pk=claim.delivery_id,
+            state=WebhookDelivery.SUCCEEDED,
+            attempts=claim.attempts + 1,
+            first_attempt_at=claim.first_attempt_at or now,
+            retry_until=claim.retry_until or now + window,
+            last_attempt_at=now,
+            response_status=outcome.status,
+            latency_ms=outcome.latency_ms,
+            last_error="",
+            lease_until=None,
+            claim_token=None,
+            next_attempt_at=None,
+        )
+        for claim, outcome, now in done
+    ]
+    WebhookDelivery.objects.bulk_update(rows, _SUCCESS_FIELDS)
+    latest: dict = {}
+    for claim, _, now in done:
+        latest[claim.endpoint_id] = max(now, latest.get(claim.endpoint_id, now))
+    for endpoint_id, now in latest.items():
+        WebhookEndpoint.objects.filter(pk=endpoint_id).filter(
+            Q(last_success_at__isnull=True)
+            | Q(last_success_at__lt=now - timedelta(seconds=1))
+            | Q(consecutive_failures__gt=0)
+            | Q(blocked_until__isnull=False)
+        ).update(last_success_at=now, failing_since=None, consecutive_failures=0,
+                 blocked_until=None)  # fmt: skip
+
+
+class Collector:
+    """Where a pass gathers its successful attempts, to store them a tick at a time. An attempt
+    that finishes after its pass has returned (a slow endpoint) is stored by its own thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done: list[tuple[Claimed, Outcome, datetime]] = []
+        self.open = True
+
+    def offer(self, claim: Claimed, outcome: Outcome, now: datetime) -> bool:
+        with self.lock:
+            if self.open:
+                self.done.append((claim, outcome, now))
+            return self.open
+
+    def take(self, *, close: bool = False) -> list:
+        with self.lock:
+            done, self.done = self.done, []
+            self.open = self.open and not close
+            return done
+
+
 def disable(endpoint: WebhookEndpoint, reason: str, *, now: datetime) -> None:
     """Disable (inside the caller's transaction): its pending deliveries fail, so nothing is
     attempted while it is disabled; they stay in the log for a manual retry after re-enabling."""
@@ -336,12 +406,13 @@ def disable(endpoint: WebhookEndpoint, reason: str, *, now: datetime) -> None:
         state=WebhookDelivery.FAILED,
         next_attempt_at=None,
         lease_until=None,
+        claim_token=None,
         last_error="endpoint disabled",
     )
     logger.warning("webhook endpoint %s disabled: %s", endpoint.pk, reason)
 
 
-def attempt(claim: Claimed) -> str:
+def attempt(claim: Claimed, collector: Collector | None = None) -> str:
     """Send and record one claimed delivery on a pool thread. The thread keeps its database
     connection between attempts (a new connection per delivery cost more than the delivery);
     ``close_old_connections`` drops it once it is broken or past its age."""
@@ -382,18 +453,29 @@ def run_pass(*, budget: float | None = None) -> PassResult:
     deadline = time.monotonic() + budget
     close_old_connections()
     in_flight: set = set()
+    collector = Collector()
     created = claimed = finished = 0
+    pumped = 0.0
     while True:
-        created += pump()
+        tick = time.monotonic() + TICK
+        if tick - pumped >= PUMP_EVERY:
+            created += pump()
+            pumped = tick
         batch = claim_due(limit=max(0, CLAIM_LIMIT - len(in_flight)))
         claimed += len(batch)
-        in_flight.update(pool().submit(attempt, claim) for claim in batch)
+        in_flight.update(pool().submit(attempt, claim, collector) for claim in batch)
         remaining = deadline - time.monotonic()
         if (not in_flight and not batch) or remaining <= 0:
             break
-        done, in_flight = wait_for(in_flight, timeout=min(remaining, 0.05), return_when=FIRST)
+        # Pump and claim at most once a tick, not once per finished attempt: under load that
+        # would be several statements per delivery for nothing.
+        done, in_flight = wait_for(
+            in_flight, timeout=max(0.0, min(remaining, tick - time.monotonic()))
+        )
+        record_successes(collector.take())  # frees their endpoints' slots for the next claim
         for future in done:
             finished += 1
             if future.exception() is not None:
                 logger.error("webhook attempt failed: %r", future.exception())
+    record_successes(collector.take(close=True))
     return PassResult(created, claimed, finished)

@@ -75,6 +75,8 @@ class WebhookDelivery(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     #: Claimed by a dispatcher until then (compare-and-swap); expired leases are claimed again.
     lease_until = models.DateTimeField(null=True, blank=True)
+    #: The claim that holds the lease: one dispatcher's batch, claimed in one statement.
+    claim_token = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

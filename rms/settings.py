@@ -316,10 +316,15 @@ RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
 # Loopback/private/link-local endpoint URLs are refused (SSRF) unless this allows them (dev, tests).
 RMS_WEBHOOKS_ALLOW_PRIVATE = _bool("RMS_WEBHOOKS_ALLOW_PRIVATE", False)
 RMS_WEBHOOK_DISPATCH_EVERY = _seconds("RMS_WEBHOOK_DISPATCH_EVERY", 1)
-RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 16)  # delivery threads per worker process
-RMS_WEBHOOK_PER_ENDPOINT = _seconds("RMS_WEBHOOK_PER_ENDPOINT", 8)  # attempts in flight at once
+RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 32)  # delivery threads per worker process
+RMS_WEBHOOK_PER_ENDPOINT = _seconds("RMS_WEBHOOK_PER_ENDPOINT", 32)  # attempts in flight at once
 # How long one dispatcher pass follows the feed before it returns (below the beat period).
 RMS_WEBHOOK_PASS_SECONDS = env.float("RMS_WEBHOOK_PASS_SECONDS", default=0.9)
+# A queue of their own for the dispatcher's passes (a worker started with ``-Q <name>`` serves
+# them), so long tasks and webhook traffic never wait for each other. Empty: the default queue.
+RMS_WEBHOOK_QUEUE = env.str("RMS_WEBHOOK_QUEUE", default="")
+if RMS_WEBHOOK_QUEUE:
+    CELERY_TASK_ROUTES = {"delivery.tasks.*": {"queue": RMS_WEBHOOK_QUEUE}}
 
 
 def _schedule(name: str, default: str) -> tuple[float, ...]:
@@ -393,5 +398,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every webhook attempt at INFO: the delivery log already records each one.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

@@ -258,3 +258,37 @@ def test_screenshots_of_the_main_pages(chromium, live_server):
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
     context.close()
     assert [e for e in console.errors if not re.search("favicon", e)] == []
+
+
+def test_an_admin_adds_a_webhook_sees_its_secret_once_and_sends_a_test(page, live_server, settings):
+    """The Webhooks page in Chromium: add an endpoint through the form, read the secret once,
+    send a test event and find its delivery in the log. ``RMS_SCREENSHOTS=1`` saves the page."""
+    from delivery.models import WebhookDelivery, WebhookEndpoint
+
+    settings.RMS_WEBHOOKS_ALLOW_PRIVATE = True
+    make_namespace("support")
+    scenario.user("wanda", "admin", password=PASSWORD)
+    log_in(page, live_server, "wanda")
+    page.goto(f"{live_server.url}/webhooks/")
+    page.get_by_label("URL").fill("http://127.0.0.1:9/memory-store/events")
+    page.get_by_label("Description").fill("memory store sync")
+    page.get_by_label("object.deprecated").check()
+    page.get_by_label("object.pinned").check()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Add endpoint").click()
+    secret = page.locator("[data-secret]").inner_text().strip()
+    endpoint = WebhookEndpoint.objects.get()
+    assert secret == endpoint.secret
+    assert endpoint.event_types == ["object.deprecated", "object.pinned"]
+    with page.expect_navigation():
+        page.get_by_role("button", name="Send test").click()
+    assert page.locator("[data-secret]").count() == 0  # shown once
+    delivery = WebhookDelivery.objects.get()
+    row = page.locator(f'tr[data-delivery-id="{delivery.pk}"]')
+    assert "webhook.test" in row.inner_text()
+    assert "pending" in row.inner_text()
+    if os.environ.get("RMS_SCREENSHOTS"):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "webhooks.png"), full_page=True)
+    page.screenshot(path="/tmp/webhooks.png", full_page=True)
+    assert [e for e in page.console.errors if not re.search("favicon", e)] == []
