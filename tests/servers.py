@@ -67,7 +67,7 @@ class Gunicorn:
 
 
 @contextlib.contextmanager
-def gunicorn(tmp_path: Path, **env: str) -> Iterator[Gunicorn]:
+def gunicorn(tmp_path: Path, *, args: tuple[str, ...] = (), **env: str) -> Iterator[Gunicorn]:
     """``gunicorn rms.wsgi`` with the gthread worker of ``make run``, on the test database."""
     log_path = tmp_path / "gunicorn.log"
     full_env = {
@@ -81,7 +81,7 @@ def gunicorn(tmp_path: Path, **env: str) -> Iterator[Gunicorn]:
             [
                 sys.executable, "-m", "gunicorn", "rms.wsgi:application",
                 "-b", "127.0.0.1:0", "-w", "1", "-k", "gthread", "--threads", "2",
-                "--no-control-socket", "--timeout", "60",
+                "--no-control-socket", "--timeout", "60", *args,
             ],
             cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -197,3 +197,55 @@ def test_queue_depth_is_the_redis_queue_length(operator_api):
             simple.close()
     finally:
         app.conf.task_default_queue = previous
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics_sum_every_gunicorn_worker_in_multiprocess_mode(tmp_path, client_api, operator_api):
+    """As ``make run`` serves: two gunicorn workers, one multiprocess folder; every scrape,
+    whichever worker answers it, counts the sessions both workers ingested."""
+    import http.client
+    import json as json_
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.servers import gunicorn
+
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    oid = client_api.post(
+        "/api/v1/objects",
+        {"namespace": "support", "content": "x", "epistemic_type": "ASSERTED"},
+        format="json",
+    ).json()["id"]
+    client_token = client_api._credentials["HTTP_AUTHORIZATION"]
+    operator_token = operator_api._credentials["HTTP_AUTHORIZATION"]
+    args = ("-w", "2", "-c", "python:rms.gunicorn_conf")
+    with gunicorn(tmp_path, args=args, PROMETHEUS_MULTIPROC_DIR=str(folder)) as server:
+
+        def call(method, path, token, body=None):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request(
+                method, path, body=None if body is None else json_.dumps(body),
+                headers={"Authorization": token, "Content-Type": "application/json"},
+            )  # fmt: skip
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            return resp.status, data
+
+        for n in range(12):  # a new connection each: the kernel spreads them over both workers
+            body = {"session_id": f"m-{n}", "request_id": f"m-{n}",
+                    "namespace_scope": ["support"], "context_budget": 100, "tokens_used": 5,
+                    "injections": [{"object_id": oid, "token_cost": 5}]}  # fmt: skip
+            status, _ = call("POST", "/api/v1/feedback-sessions", client_token, body)
+            assert status == 201
+        for _ in range(4):
+            status, text = call("GET", "/metrics", operator_token)
+            assert status == 200
+            values = {
+                s.name: s.value
+                for family in text_string_to_metric_families(text.decode())
+                for s in family.samples
+            }
+            assert values["rms_sessions_ingested_total"] == 12
+    assert len(list(folder.glob("*.db"))) >= 2  # both workers wrote their samples

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from feedback import ingest, simulations
+from feedback import alerts, ingest, simulations
 from feedback.api.fastpath import validate_session
 from feedback.models import MetricSnapshot, TaskRun
 from feedback.selectors import namespace_metrics
@@ -323,6 +323,11 @@ class Command(BaseCommand):
         for hours_back in range(7 * 24, -1, -6):
             ts = (now - timedelta(hours=hours_back)).replace(second=0)
             m = namespace_metrics(ns, ts - timedelta(hours=24), ts)
+            # The alert history the beat's snapshots would have written (on the namespace's
+            # chain), so the overview and /api/v1/alerts have something to show.
+            alerts.alerts_apply(
+                namespace_id=ns.pk, evaluated=m["metrics"], window=m["window"], at=ts
+            )
             rows.append(
                 MetricSnapshot(
                     namespace=ns,

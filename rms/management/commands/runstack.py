@@ -8,11 +8,13 @@ If any of them exits, the others are stopped too, so a half-running stack never 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from io import StringIO
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -48,6 +50,13 @@ class Command(BaseCommand):
 
         py = sys.executable
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # One metrics folder for the web workers, the Celery worker and beat: /metrics sums
+        # every process (rms.telemetry); emptied here, before any of them starts.
+        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+            folder = Path(settings.VAR_DIR) / "prometheus"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
         commands = {
             "web": [
                 py,
@@ -64,6 +73,9 @@ class Command(BaseCommand):
                 "4",
                 "--access-logfile",
                 "-",
+                "-c",
+                "python:rms.gunicorn_conf",
+                "--no-control-socket",
             ],
             "worker": [
                 py,
