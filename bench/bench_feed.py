@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=VALUE for the server and the worker"
+    )
     args = parser.parse_args(argv)
     common.stop_on_sigterm()
     ok = True
@@ -303,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     admin = common.create_api_client("feed-admin", role="admin", namespaces=NAMESPACES, db=DB)
     operator = common.create_api_client("feed-operator", role="operator", namespaces=(), db=DB)
     writer = common.create_api_client("feed-writer", namespaces=NAMESPACES, db=DB)
-    extra = {"RMS_WEBHOOKS_ALLOW_PRIVATE": "1"}
+    extra = {"RMS_WEBHOOKS_ALLOW_PRIVATE": "1", **dict(kv.split("=", 1) for kv in args.env)}
     try:
         if not args.skip_throughput:
             built = build_log(args.events)
