@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from delivery import safety
+from delivery.dispatch import disable
 from delivery.models import WebhookDelivery, WebhookEndpoint
 from rms import changes
 from rms.errors import DomainError, NotFound
@@ -136,8 +137,6 @@ def endpoint_update(*, endpoint_id, data: dict) -> WebhookEndpoint:
             endpoint.failing_since = None
             endpoint.blocked_until = None
         elif state == WebhookEndpoint.DISABLED and endpoint.state != WebhookEndpoint.DISABLED:
-            from delivery.dispatch import disable
-
             disable(endpoint, "Disabled by an admin.", now=timezone.now())
         endpoint.save()
     return endpoint

@@ -71,6 +71,8 @@ TYPE_OPS: dict[str, str] = {
 FEED_TYPES: tuple[str, ...] = tuple(TYPE_OPS)
 #: Every event type, including the webhook-only test event.
 EVENT_TYPES: tuple[str, ...] = (*FEED_TYPES, WEBHOOK_TEST)
+#: Each change operation's type (EPISTEMIC_TRANSITION has two, told apart by its target state).
+_OP_TYPES = {op: type_ for type_, op in TYPE_OPS.items() if op != "EPISTEMIC_TRANSITION"}
 #: The operations that are change events (injections, feedback events, checks are facts only).
 CHANGE_OPS: tuple[str, ...] = tuple(sorted(set(TYPE_OPS.values())))
 
@@ -109,10 +111,7 @@ def event_type(op_type: str, state: dict | None, payload: dict | None) -> str | 
     if op_type == "EPISTEMIC_TRANSITION":
         to = (payload or {}).get("to") or (state or {}).get("epistemic_type")
         return OBJECT_DEPRECATED if to == DEPRECATED else OBJECT_TRANSITIONED
-    for type_, op in TYPE_OPS.items():
-        if op == op_type:
-            return type_
-    return None
+    return _OP_TYPES.get(op_type)
 
 
 def event_data(op_type: str, state: dict | None, payload: dict | None) -> dict:

@@ -57,8 +57,6 @@ def namespace_param(request, *, required: bool = True) -> Namespace | None:
         return None
     if not request.auth.can_see(name):
         raise Forbidden(f"You may not read namespace {name!r}.")
-    if "\x00" in name:  # no namespace has one, and PostgreSQL text cannot hold it
-        raise NotFound("No such namespace.")
     ns = Namespace.objects.filter(name=name).first()
     if ns is None:
         raise NotFound(f"No namespace {name!r}.")
