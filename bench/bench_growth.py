@@ -21,12 +21,14 @@ At each size, with the growth paused, it measures:
             (SPEC §9), in a child process: CPU per decision (its process + its PostgreSQL
             backends) and wall time.
 
-Then it prints one table (a row per figure, a column per size, and the ratio of the last size to
-the first; target: within 20 %) and writes ``--plot`` (an SVG of each figure relative to its
-value at the first size).
+Each measurement is taken ``--rounds`` times at each size and the best round counts (the
+fastest p50/p95, the highest throughput): the machine is shared, and a round slowed down by
+other work says nothing about the log. Then it prints one table (a row per figure, a column per
+size, and the ratio of the last size to the first; target: within 20 %) and writes ``--plot``
+(an SVG of each figure relative to its value at the first size).
 
     .venv/bin/python bench/bench_growth.py [--sizes 1000000,2000000,5000000,10000000]
-        [--objects 20000] [--samples 200] [--batches 6] [--plot docs/growth.svg]
+        [--objects 20000] [--samples 200] [--batches 6] [--rounds 3] [--plot docs/growth.svg]
 """
 
 from __future__ import annotations
@@ -407,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--runs", type=int, default=10, help="overview renders per window")
+    parser.add_argument("--rounds", type=int, default=3, help="measurement rounds per size")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "growth.svg")
     parser.add_argument("--keep-db", action="store_true")
@@ -420,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rng = random.Random(args.seed)
     # The largest size's sessions, plus the measurements', spread over SPAN ending before now.
-    sessions = sizes[-1] // OPS_PER_SESSION + len(sizes) * (BATCH * (args.batches + 1) + 400)
+    per_round = BATCH * (args.batches + 1) + args.samples
+    sessions = sizes[-1] // OPS_PER_SESSION + len(sizes) * args.rounds * per_round
     start = datetime.now(UTC).replace(microsecond=0) - SPAN - timedelta(days=2)
     clock = Clock(start, SPAN / sessions)
     clock.start = start
@@ -451,8 +455,17 @@ def main(argv: list[str] | None = None) -> int:
                 ops, seconds = grow(api, rng, ids, clock, size)
                 built.append((ops, seconds))
                 analyze()
-                figures = measure_http(api, op_api, rng, ids, clock, args)
-                figures.update(in_child("overview", clock.now, args.runs))
+                # best of --rounds: this VM is shared, and a round that other work slowed
+                # down says nothing about the log's size
+                rounds = [measure_http(api, op_api, rng, ids, clock, args)]
+                rounds[0].update(in_child("overview", clock.now, args.runs))
+                for _ in range(args.rounds - 1):
+                    rounds.append(measure_http(api, op_api, rng, ids, clock, args))
+                    rounds[-1].update(in_child("overview", clock.now, args.runs))
+                figures = {
+                    name: (max if name.endswith("/s") else min)(r[name] for r in rounds)
+                    for name in rounds[0]
+                }
                 figures.update(in_child("sweep", clock.tick(), args.runs))
                 print(f"# at {ops:,} operations: {json.dumps(figures)}", flush=True)
                 for name, value in figures.items():
