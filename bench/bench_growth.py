@@ -374,7 +374,7 @@ def svg_plot(path: Path, sizes: list[int], table: dict[str, list[float]]) -> Non
         f'y2="{y(TARGET_RATIO):.1f}" stroke="#999" stroke-dasharray="4 3"/>'
     )
     for size in sizes:
-        label = f"{size / 1e6:g}M"
+        label = f"{size / 1e6:.0f}M" if size >= 1e6 else f"{size / 1e3:.0f}k"
         parts.append(
             f'<text x="{x(size):.1f}" y="{h - bottom + 18}" text-anchor="middle">{label}</text>'
         )
@@ -413,11 +413,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "growth.svg")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--from-log", type=Path, help="only redo the table and plot of a run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--now", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child, args.now, args.runs)
+        return 0
+    if args.from_log:
+        from_log(args.from_log, args.plot)
         return 0
 
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -476,6 +480,24 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_db:
             common.drop_database(DB)
 
+    report(built, columns, args.plot)
+    return 0
+
+
+#: The figures drawn on the plot: the tail latencies and the per-item costs.
+PLOTTED = (
+    "single session p95, ms",
+    "state?as_of p95, ms",
+    "operations list, first page p95, ms",
+    "operations list, last page p95, ms",
+    "feed page (1,000) p95, ms",
+    "overview 24h cold p95, ms",
+    "overview 7d cold p95, ms",
+    "sweep CPU per decision, µs",
+)
+
+
+def report(built: list[tuple[int, float]], columns: dict[str, list[float]], plot: Path) -> None:
     headers = ["figure", *[f"{ops / 1e6:.1f}M ops" for ops, _ in built], "last / first"]
     rows = []
     for name, values in columns.items():
@@ -483,16 +505,28 @@ def main(argv: list[str] | None = None) -> int:
         ratio = values[-1] / values[0] if values[0] else float("nan")
         rows.append([name, *[fmt.format(v) for v in values], f"{ratio:.2f}"])
     common.print_table(headers, rows)
-    print("# growth: " + ", ".join(f"to {o:,} ops in {s:.0f} s" for o, s in built))
-    plotted = {k: v for k, v in columns.items() if k != "sweep decisions"}
+    if any(s for _, s in built):
+        print("# growth: " + ", ".join(f"to {o:,} ops in {s:.0f} s" for o, s in built))
+    plotted = {k: columns[k] for k in PLOTTED if k in columns}
     # Throughput falls when cost rises: plot its inverse so every line reads "cost".
     key = "batch ingestion, events/s"
-    if key in plotted:
-        plotted["batch ingestion, time per event"] = [1 / v for v in plotted.pop(key)]
+    if key in columns:
+        plotted["batch ingestion, time per event"] = [1 / v for v in columns[key]]
     if len(built) > 1:
-        svg_plot(args.plot, [o for o, _ in built], plotted)
-        print(f"# plot: {args.plot}")
-    return 0
+        svg_plot(plot, [o for o, _ in built], plotted)
+        print(f"# plot: {plot}")
+
+
+def from_log(path: Path, plot: Path) -> None:
+    """The table and plot again from a run's output (its ``# at N operations: {...}`` lines)."""
+    built, columns = [], {}
+    for line in path.read_text().splitlines():
+        if line.startswith("# at ") and " operations: " in line:
+            head, figures = line.split(" operations: ", 1)
+            built.append((int(head[len("# at ") :].replace(",", "")), 0.0))
+            for name, value in json.loads(figures).items():
+                columns.setdefault(name, []).append(value)
+    report(built, columns, plot)
 
 
 if __name__ == "__main__":
