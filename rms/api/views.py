@@ -245,7 +245,7 @@ class ObjectStateView(APIView):
         op = oplog.state_as_of(obj.pk, as_of)
         if op is None:
             raise NotFound("The object did not exist at that time.")
-        version = oplog.version_as_of(obj.pk, as_of)
+        version = oplog.version_as_of(obj.pk, as_of, op)
         return Response(serializers.state_as_of_out(obj, op, as_of, version))
 
 

@@ -418,6 +418,40 @@ def test_state_as_of(client_api, admin_api):
     )
 
 
+def test_state_as_of_counts_the_fact_operations_after_the_last_stored_state(client_api):
+    """Injections and UNUSED feedback store no state: the version as of a time after them is the
+    stored state's version plus those operations, the same as counting the chain."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    oid = client_api.post("/api/v1/objects", {**OBJ, "ts": t0.isoformat()}, format="json").json()[
+        "id"
+    ]
+    for day in (1, 2, 3):
+        r = client_api.post(
+            "/api/v1/feedback-sessions",
+            {
+                "session_id": f"s{day}",
+                "request_id": f"r{day}",
+                "namespace_scope": ["support"],
+                "context_budget": 1000,
+                "tokens_used": 100,
+                "ts": (t0 + timedelta(days=day)).isoformat(),
+                "injections": [{"object_id": oid, "token_cost": 10}],
+                "signals": [],
+            },
+            format="json",
+        )
+        assert r.status_code == 201, r.json()
+    from rms import oplog
+
+    for hours in (0, 12, 24, 36, 48, 72, 96):
+        at = t0 + timedelta(hours=hours)
+        body = client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": at.isoformat()}).json()
+        counted = Operation.objects.filter(target_id=oid, ts__lte=at).count()
+        assert body["version"] == counted == oplog.version_as_of(oid, at)
+    # created (1) + three sessions of INJECTION_EVENT + automatic UNUSED FEEDBACK_EVENT
+    assert body["version"] == 7 and body["confidence"] == 0.75
+
+
 # --- pin, unpin, transition, condition ------------------------------------------------------------
 
 
