@@ -32,7 +32,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F, Q
 from django.utils import timezone
 
-from feedback import alerts, heartbeat, rebuild, selectors, simulations, taskruns
+from feedback import alerts, heartbeat, rebuild, selectors, simulations, suite, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
 from rms import telemetry, verification
 from rms.errors import DomainError
@@ -180,7 +180,7 @@ def _precision(params: dict, progress: Progress) -> dict:
 
 
 def _benchmark(params: dict, progress: Progress) -> dict:
-    return simulations.benchmark_suite(progress=progress, **params)
+    return suite.benchmark_suite(progress=progress, **params)
 
 
 def _metric_snapshot(params: dict, progress: Progress) -> dict:
