@@ -118,6 +118,12 @@ def on_session_end(
     agg.utility = utility_update(agg.utility, used, outcome)
 
 
+def is_sweep_candidate(agg: Aggregate, threshold: int) -> bool:
+    """Should the IGNORED_REPEATEDLY sweep examine this object? (SPEC §9: streak ≥ N, and a new
+    session since the last IGNORED_CHECK, so a second run without new sessions writes nothing.)"""
+    return agg.unused_streak >= threshold and agg.unused_sessions > agg.checked_unused_sessions
+
+
 def on_ignored_check(agg: Aggregate, unused_sessions: int) -> None:
     """An IGNORED_CHECK examined the object when it had ``unused_sessions`` (SPEC §9)."""
     agg.checked_unused_sessions = unused_sessions

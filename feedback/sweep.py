@@ -34,8 +34,7 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from feedback import aggregates, relevance
-from feedback.ingest import OBJECT_FIELDS
+from feedback import aggregates, enqueue, relevance
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
 from rms import bulk, fetch, gcpause, oplog, policy
@@ -64,10 +63,10 @@ ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 SESSION_ID = "ignored-sweep"
 
 
-def is_candidate(agg: aggregates.Aggregate, threshold: int) -> bool:
-    """Should the sweep examine this object? (SPEC §9: streak ≥ N, and a new session since the
-    last IGNORED_CHECK, so a second run without new sessions writes nothing.)"""
-    return agg.unused_streak >= threshold and agg.unused_sessions > agg.checked_unused_sessions
+#: Kept while ``feedback.ingest`` reads it here; the rule is ``aggregates.is_sweep_candidate``.
+is_candidate = aggregates.is_sweep_candidate
+#: Every column a write of the sweep may change on an object.
+OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
 
 def candidates(namespace: Namespace | str | None = None, object_ids: Iterable | None = None):
@@ -281,7 +280,7 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
     todo: list[tuple[MemoryObject, aggregates.Aggregate]] = []
     for obj in objects.values():
         agg = store.get(obj.pk)
-        if is_candidate(agg, obj.namespace.ignore_threshold):
+        if aggregates.is_sweep_candidate(agg, obj.namespace.ignore_threshold):
             todo.append((obj, agg))
     if not todo:
         return
@@ -465,21 +464,6 @@ class _Contexts:
 
 
 def enqueue_sweep(object_ids: Iterable) -> None:
-    """Queue a sweep of these objects on the worker. Call only after commit (``on_commit``).
-
-    The periodic sweep catches anything this misses, so nothing here is retried: without the
-    task module it logs and returns; a broker error propagates to ``on_commit``, which ingestion
-    registers with ``robust=True`` so it is logged and the committed request still succeeds.
-    """
-    ids = [str(i) for i in object_ids]
-    if not ids:
-        return
-    try:
-        from feedback.tasks import sweep_objects
-    except ImportError:
-        logger.warning("feedback.tasks.sweep_objects is unavailable; %d object(s) wait", len(ids))
-        return
-    # One quick retry: with the broker down, ingestion must not wait on it (issue 15).
-    from feedback.taskruns import PUBLISH_RETRY
-
-    sweep_objects.apply_async((ids,), retry=True, retry_policy=PUBLISH_RETRY)
+    """Deprecated spelling of :func:`feedback.enqueue.sweep_objects`, kept while
+    ``feedback.ingest`` calls it."""
+    enqueue.sweep_objects(object_ids)

@@ -6,9 +6,7 @@ Streaks are built from real feedback sessions posted through the API, with expli
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 import uuid
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -18,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from feedback import aggregates, rebuild, relevance, taskruns
+from feedback import aggregates, enqueue, rebuild, relevance
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
@@ -575,26 +573,26 @@ def test_the_session_that_reaches_the_threshold_enqueues_a_sweep(
 ):
     a, b = new_object(client_api), new_object(client_api)
     streak(client_api, [a], 1)
-    with mock.patch.object(sweep_mod, "enqueue_sweep") as enqueue:
+    with mock.patch.object(enqueue, "sweep_objects") as queued:
         with django_capture_on_commit_callbacks(execute=True):
             streak(client_api, [a, b], 3, start=2)  # a at 4, b at 3
-        enqueue.assert_not_called()
+        queued.assert_not_called()
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             unused_session(client_api, [a, b], 5)
         assert len(callbacks) == 1
-        enqueue.assert_called_once_with([a])
+        queued.assert_called_once_with([a])
         # the task calls sweep(object_ids=...)
         assert (
-            sweep(object_ids=enqueue.call_args.args[0], now=T0 + timedelta(hours=5, minutes=30))[
+            sweep(object_ids=queued.call_args.args[0], now=T0 + timedelta(hours=5, minutes=30))[
                 "penalized"
             ]
             == 1
         )
         # a later session growing b's streak past N enqueues b only
-        enqueue.reset_mock()
+        queued.reset_mock()
         with django_capture_on_commit_callbacks(execute=True):
             unused_session(client_api, [a, b], 6)
-        enqueue.assert_called_once_with([b])
+        queued.assert_called_once_with([b])
 
 
 def test_a_reset_later_in_the_batch_or_a_refused_session_enqueues_nothing(
@@ -604,17 +602,17 @@ def test_a_reset_later_in_the_batch_or_a_refused_session_enqueues_nothing(
     streak(client_api, [a], 4)
     fifth = session("fifth", [(str(a), 10)], hours=5)
     used = session("used", [(str(a), 10)], [(str(a), "REFERENCED")], hours=6)
-    with mock.patch.object(sweep_mod, "enqueue_sweep") as enqueue:
+    with mock.patch.object(enqueue, "sweep_objects") as queued:
         with django_capture_on_commit_callbacks(execute=True):
             response = client_api.post("/api/v1/feedback-sessions/batch", [fifth, used], "json")
         assert [r["status"] for r in response.json()["results"]] == [201, 201]
-        enqueue.assert_not_called()
+        queued.assert_not_called()
         assert agg(a).unused_streak == 0
         streak(client_api, [a], 4, start=7)
         bad = session("bad", [(str(a), 10), (str(uuid.uuid4()), 5)], hours=11)
         with django_capture_on_commit_callbacks(execute=True):
             assert post(client_api, bad).status_code == 400
-        enqueue.assert_not_called()
+        queued.assert_not_called()
 
 
 def test_a_broker_failure_after_commit_does_not_fail_the_session(
@@ -623,32 +621,13 @@ def test_a_broker_failure_after_commit_does_not_fail_the_session(
     a = new_object(client_api)
     streak(client_api, [a], 4)
     with (
-        mock.patch.object(sweep_mod, "enqueue_sweep", side_effect=ConnectionError("broker down")),
+        mock.patch.object(enqueue, "sweep_objects", side_effect=ConnectionError("broker down")),
         django_capture_on_commit_callbacks(execute=True),
     ):
         unused_session(client_api, [a], 5)  # asserts 201
     assert "broker down" in caplog.text
     assert agg(a).unused_streak == 5
     assert sweep(now=NOW)["examined"] == 1  # the periodic sweep catches up
-
-
-def test_enqueue_sweep_sends_string_ids_to_the_task(monkeypatch):
-    sent = []
-    fake = types.ModuleType("feedback.tasks")
-    fake.sweep_objects = types.SimpleNamespace(
-        apply_async=lambda args, **options: sent.append((args, options["retry_policy"]))
-    )
-    monkeypatch.setitem(sys.modules, "feedback.tasks", fake)
-    oid = uuid.uuid4()
-    sweep_mod.enqueue_sweep([oid])
-    assert sent == [(([str(oid)],), taskruns.PUBLISH_RETRY)]
-    assert taskruns.PUBLISH_RETRY["max_retries"] == 1
-
-
-def test_enqueue_sweep_without_the_task_module_logs_and_returns(monkeypatch, caplog):
-    monkeypatch.setitem(sys.modules, "feedback.tasks", None)  # import raises ImportError
-    sweep_mod.enqueue_sweep([uuid.uuid4()])
-    assert "unavailable" in caplog.text
 
 
 # --- PostgreSQL: two sweeps at once ---------------------------------------------------------------

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from feedback import rebuild, simulations, taskruns, tasks
+from feedback import enqueue, rebuild, simulations, taskruns, tasks
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, FeedbackSession, MetricSnapshot, TaskRun
 from rms import verification
@@ -178,7 +178,7 @@ class TestThroughARealWorker:
         self, celery_worker, admin_api, client_api, monkeypatch
     ):
         # The after-session trigger is off here, so the candidate waits for this sweep.
-        monkeypatch.setattr(sweep_mod, "enqueue_sweep", lambda ids: None)
+        monkeypatch.setattr(enqueue, "sweep_objects", lambda ids: None)
         (oid,) = make_objects(client_api, 1)
         for hour in range(1, 6):
             assert (
