@@ -28,9 +28,8 @@ from feedback.models import FeedbackAggregate, FeedbackSession, MetricSnapshot, 
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
-from tests.factories import make_namespace
+from tests.factories import make_namespace, make_objects, post, session
 from tests.feedback.conftest import ROOT, wait_for_task
-from tests.feedback.test_sessions_api import make_objects, post, session
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 OPERATOR_KINDS = [
