@@ -513,17 +513,21 @@ def trajectory(obj: MemoryObject, until: datetime | None = None) -> list[Traject
         qs = qs.filter(op_type__in=oplog.STATE_CHANGING)
     if until is not None:
         qs = qs.filter(ts__lte=until)
+    # (ts, seq) is a chain's order and the index's, so the newest points are read from the
+    # index's end instead of sorting the whole chain (rms.api.views.ObjectOperationsView)
     rows = list(
-        qs.order_by("-seq")
+        qs.order_by("-ts", "-seq")
         .annotate(signal=KT("payload__signal_type"))
         .values_list("seq", "ts", "op_type", "signal", "state")[:TRAJECTORY_MAX_POINTS]
     )
     rows.reverse()
     current = None
     if rows and rows[0][4] is None:
+        first_seq, first_ts = rows[0][0], rows[0][1]
         current = (
-            Operation.objects.filter(target_id=obj.pk, seq__lt=rows[0][0], state__isnull=False)
-            .order_by("-seq")
+            Operation.objects.filter(target_id=obj.pk, ts__lte=first_ts, state__isnull=False)
+            .exclude(ts=first_ts, seq__gte=first_seq)
+            .order_by("-ts", "-seq")
             .values_list("state", flat=True)
             .first()
         )
@@ -553,7 +557,7 @@ def operations(obj: MemoryObject, *, op_type: str | None, descending: bool):
     qs = Operation.objects.filter(target_id=obj.pk)
     if op_type:
         qs = qs.filter(op_type=op_type)
-    return qs.order_by("-seq" if descending else "seq")
+    return qs.order_by(*(("-ts", "-seq") if descending else ("ts", "seq")))
 
 
 def objects_by_id(ids) -> dict:
@@ -583,7 +587,7 @@ def object_as_of(obj: MemoryObject, at: datetime) -> AsOf | None:
     op = oplog.state_as_of(obj.pk, at)
     if op is None:
         return None
-    return AsOf(op, state_from_snapshot(op.state), oplog.version_as_of(obj.pk, at))
+    return AsOf(op, state_from_snapshot(op.state), oplog.version_as_of(obj.pk, at, op))
 
 
 def relationships_of(obj: MemoryObject, now: datetime) -> list[dict]:
