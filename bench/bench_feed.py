@@ -217,7 +217,14 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
         api = common.Api(port, operator_token, timeout=60)
         nonlocal cursor
         while not stop.is_set():
-            status, page = api.request("GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}")
+            try:
+                status, page = api.request(
+                    "GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}"
+                )
+            except OSError:  # the server stopping under a long poll at the end of the run
+                if stop.is_set():
+                    return
+                raise
             now = time.perf_counter()
             for event in page["results"]:
                 feed_arrivals.setdefault(_key(event), now)
@@ -271,7 +278,11 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
     hook.shutdown()
     feed_lat = sorted(feed_arrivals[k] - sent[k] for k in sent if k in feed_arrivals)
     hook_lat = sorted(hook_arrivals[k] - sent[k] for k in sent if k in hook_arrivals)
-    return len(sent), feed_lat, hook_lat
+    sending = max(sent.values()) - min(sent.values()) if sent else 0.0
+    arrived = sorted(hook_arrivals.values())
+    span = arrived[-1] - arrived[0] if len(arrived) > 1 else 0.0
+    rates = (len(sent) / sending if sending else 0.0, len(arrived) / span if span else 0.0)
+    return len(sent), feed_lat, hook_lat, rates
 
 
 def make_objects(port: int, token: str, n: int) -> list[str]:
@@ -336,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             with common.Server(db=DB, redis_url=REDIS, extra_env=extra) as server, Celery(env):
                 objects = make_objects(server.port, writer, 2000)
                 time.sleep(3)  # worker and beat up
-                n, feed_lat, hook_lat = measure_latency(
+                n, feed_lat, hook_lat, (sent_rate, hook_rate) = measure_latency(
                     server.port, writer, operator, admin, args.rate, args.seconds, objects
                 )
             rows = []
@@ -356,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             common.print_table(
                 ["latency", "arrived", "p50 s", "p95 s", "p99 s", "max s", "target"], rows
+            )
+            print(
+                f"# events committed {sent_rate:.0f}/s; webhook deliveries {hook_rate:.0f}/s "
+                "(first to last arrival at the receiver)"
             )
     finally:
         if not os.environ.get("RMS_BENCH_KEEP_DB"):

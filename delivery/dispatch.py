@@ -539,10 +539,12 @@ class PassResult:
 def run_pass(*, budget: float | None = None) -> PassResult:
     """Follow the feed and deliver for up to ``budget`` seconds (RMS_WEBHOOK_PASS_SECONDS):
     pump, claim what is due, queue the claims in per-endpoint lanes (``Lanes``), and every tick
-    store the tick's successes, pump and claim again. An idle pass (nothing due, nothing in
-    flight) returns at once. At the end, claims not yet started are released and attempts
-    under way finish on their threads (they hold a lease, not a lock), so a slow endpoint never
-    holds the pass — or the next one — back."""
+    store the tick's successes, pump and claim again. A pass that finds nothing to do returns
+    at once; one that found work follows the feed to the end of its budget, reading it every
+    PUMP_EVERY while idle, so an event waits for the next read, not for the next pass. At the
+    end, claims not yet started are released and attempts under way finish on their threads
+    (they hold a lease, not a lock), so a slow endpoint never holds the pass — or the next one
+    — back."""
     budget = settings.RMS_WEBHOOK_PASS_SECONDS if budget is None else budget
     deadline = time.monotonic() + budget
     close_old_connections()
@@ -560,8 +562,11 @@ def run_pass(*, budget: float | None = None) -> PassResult:
         claimed += len(batch)
         in_flight.update(lanes.add(batch))
         remaining = deadline - time.monotonic()
-        if (not in_flight and not batch) or remaining <= 0:
+        if remaining <= 0 or not (in_flight or batch or created or claimed):
             break
+        if not in_flight and not batch:  # caught up: wait for the next read of the feed
+            time.sleep(max(0.0, min(remaining, pumped + PUMP_EVERY - TICK - time.monotonic())))
+            continue
         # Pump and claim at most once a tick, not once per finished attempt: under load that
         # would be several statements per delivery for nothing.
         done, in_flight = wait_for(
