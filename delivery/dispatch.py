@@ -213,7 +213,7 @@ def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Cla
     WebhookDelivery.objects.filter(pk__in=chosen, state=WebhookDelivery.PENDING).filter(
         Q(lease_until__isnull=True) | Q(lease_until__lte=now)
     ).update(lease_until=lease_until, claim_token=token)
-    won = WebhookDelivery.objects.filter(claim_token=token).values_list(
+    won = WebhookDelivery.objects.filter(pk__in=chosen, claim_token=token).values_list(
         "pk", "endpoint_id", "endpoint__url", "endpoint__secret", "event",
         "attempts", "first_attempt_at", "retry_until",
     )  # fmt: skip
