@@ -6,16 +6,19 @@ number of workers at once:
 1. **Pump.** For each active endpoint, read the feed after its cursor (no transaction, no lock),
    then in one short transaction move the cursor by compare-and-swap and create one delivery per
    event (unique per endpoint and event). A dispatcher that lost the race writes nothing.
-2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, a bounded number in
-   flight per endpoint and none of an endpoint inside its backoff, commit, and only then POST
-   them from a thread pool — no HTTP call ever runs while a database lock is held. Each attempt
-   records its outcome in its own short transaction and releases the lease.
+2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, a bounded number per
+   endpoint and none of an endpoint inside its backoff, commit, and only then POST them from a
+   thread pool (``delivery.sender``) — no HTTP call ever runs while a database lock is held.
+   The claims wait in per-endpoint lanes (``Lanes``), sent back to back by at most
+   RMS_WEBHOOK_PER_ENDPOINT threads per endpoint. Successes are stored a tick at a time in one
+   statement; a failure is stored at once, in its own short transaction, and backs the endpoint
+   off.
 
 A slow endpoint holds at most RMS_WEBHOOK_PER_ENDPOINT pool threads for at most the timeout, and
 a failing one is backed off as a whole; a pass never waits for one attempt, so every other
-endpoint goes on. A worker
-lost mid-attempt leaves a lease that expires: the delivery is attempted again with the same
-``webhook-id`` (at least once, as the Standard Webhooks specification expects).
+endpoint goes on. A worker lost mid-attempt leaves a lease that expires: the delivery is
+attempted again with the same ``webhook-id`` (at least once, as the Standard Webhooks
+specification expects).
 """
 
 from __future__ import annotations
