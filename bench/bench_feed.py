@@ -217,7 +217,14 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
         api = common.Api(port, operator_token, timeout=60)
         nonlocal cursor
         while not stop.is_set():
-            status, page = api.request("GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}")
+            try:
+                status, page = api.request(
+                    "GET", f"/api/v1/changes?wait=30&limit=1000&after={cursor}"
+                )
+            except OSError:  # the server stopping under a long poll at the end of the run
+                if stop.is_set():
+                    return
+                raise
             now = time.perf_counter()
             for event in page["results"]:
                 feed_arrivals.setdefault(_key(event), now)
@@ -271,7 +278,32 @@ def measure_latency(port, client_token, operator_token, admin_token, rate, secon
     hook.shutdown()
     feed_lat = sorted(feed_arrivals[k] - sent[k] for k in sent if k in feed_arrivals)
     hook_lat = sorted(hook_arrivals[k] - sent[k] for k in sent if k in hook_arrivals)
-    return len(sent), feed_lat, hook_lat
+    sending = max(sent.values()) - min(sent.values()) if sent else 0.0
+    arrived = sorted(hook_arrivals.values())
+    span = arrived[-1] - arrived[0] if len(arrived) > 1 else 0.0
+    rates = (len(sent) / sending if sending else 0.0, len(arrived) / span if span else 0.0)
+    return len(sent), feed_lat, hook_lat, rates
+
+
+def measure_drain(port: int, admin_token: str, events: int, env: dict) -> tuple[int, float]:
+    """The dispatcher's ceiling: a backlog of ``events`` change events (the bulk loader) behind a
+    registered endpoint, worked off by a real worker and beat with nothing else running:
+    (events arrived, deliveries per second from the first arrival to the last)."""
+    arrivals: dict = {}
+    hook = receiver(arrivals)
+    status, body = common.Api(port, admin_token).request(
+        "POST", "/api/v1/webhooks", {"url": f"http://127.0.0.1:{hook.server_address[1]}/hook"}
+    )
+    if status != 201:
+        raise RuntimeError(f"webhook registration answered {status}: {body}")
+    build_log(events)
+    with Celery(env):
+        deadline = time.perf_counter() + 60 + events / 50
+        while len(arrivals) < events and time.perf_counter() < deadline:
+            time.sleep(0.2)
+    hook.shutdown()
+    times = sorted(arrivals.values())
+    return len(times), (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
 
 
 def make_objects(port: int, token: str, n: int) -> list[str]:
@@ -296,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--drain", type=int, default=0, help="also time the dispatcher on a backlog of N events"
+    )
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for the server and the worker"
     )
@@ -336,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             with common.Server(db=DB, redis_url=REDIS, extra_env=extra) as server, Celery(env):
                 objects = make_objects(server.port, writer, 2000)
                 time.sleep(3)  # worker and beat up
-                n, feed_lat, hook_lat = measure_latency(
+                n, feed_lat, hook_lat, (sent_rate, hook_rate) = measure_latency(
                     server.port, writer, operator, admin, args.rate, args.seconds, objects
                 )
             rows = []
@@ -357,6 +392,23 @@ def main(argv: list[str] | None = None) -> int:
             common.print_table(
                 ["latency", "arrived", "p50 s", "p95 s", "p99 s", "max s", "target"], rows
             )
+            print(
+                f"# events committed {sent_rate:.0f}/s; webhook deliveries {hook_rate:.0f}/s "
+                "(first to last arrival at the receiver)"
+            )
+        if args.drain:
+            common.setup_database(DB)  # a fresh log: the backlog is all there is to deliver
+            admin = common.create_api_client(
+                "feed-admin", role="admin", namespaces=NAMESPACES, db=DB
+            )
+            env = common.bench_env(DB, redis_url=REDIS, **extra)
+            with common.Server(db=DB, redis_url=REDIS, extra_env=extra) as server:
+                arrived, rate = measure_drain(server.port, admin, args.drain, env)
+            print(
+                f"# drain: {arrived:,} / {args.drain:,} backlog events delivered, "
+                f"{rate:,.0f} deliveries/s (one endpoint, nothing else running)"
+            )
+            ok = ok and arrived == args.drain
     finally:
         if not os.environ.get("RMS_BENCH_KEEP_DB"):
             common.drop_database(DB)

@@ -6,50 +6,56 @@ number of workers at once:
 1. **Pump.** For each active endpoint, read the feed after its cursor (no transaction, no lock),
    then in one short transaction move the cursor by compare-and-swap and create one delivery per
    event (unique per endpoint and event). A dispatcher that lost the race writes nothing.
-2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, a bounded number in
-   flight per endpoint and none of an endpoint inside its backoff, commit, and only then POST
-   them from a thread pool — no HTTP call ever runs while a database lock is held. Each attempt
-   records its outcome in its own short transaction and releases the lease.
+2. **Deliver.** Claim due deliveries by compare-and-swap on a lease, a bounded number per
+   endpoint and none of an endpoint inside its backoff, commit, and only then POST them from a
+   thread pool (``delivery.sender``) — no HTTP call ever runs while a database lock is held.
+   The claims wait in per-endpoint lanes (``Lanes``), sent back to back by at most
+   RMS_WEBHOOK_PER_ENDPOINT threads per endpoint. Successes are stored a tick at a time in one
+   statement; a failure is stored at once, in its own short transaction, and backs the endpoint
+   off.
 
 A slow endpoint holds at most RMS_WEBHOOK_PER_ENDPOINT pool threads for at most the timeout, and
 a failing one is backed off as a whole; a pass never waits for one attempt, so every other
-endpoint goes on. A worker
-lost mid-attempt leaves a lease that expires: the delivery is attempted again with the same
-``webhook-id`` (at least once, as the Standard Webhooks specification expects).
+endpoint goes on. A worker lost mid-attempt leaves a lease that expires: the delivery is
+attempted again with the same ``webhook-id`` (at least once, as the Standard Webhooks
+specification expects).
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import random
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from delivery import policy, safety
+from delivery import policy, safety, sender
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import changes, telemetry
+from rms import bulk, changes, telemetry
 
 logger = logging.getLogger(__name__)
 
-CLAIM_LIMIT = 64
+CLAIM_LIMIT = 256  # deliveries a pass holds claimed at once, queued in its lanes
+AHEAD = 8  # an endpoint's claims: up to this many times RMS_WEBHOOK_PER_ENDPOINT
 PUMP_PAGE = 500
 PUMP_PAGES = 20  # per endpoint and pass: a long backlog is worked off over several passes
 LEASE = timedelta(seconds=policy.TIMEOUT + 20)
 TICK = 0.05  # seconds between a pass's claims
+TAIL = 1.0  # seconds of lease an attempt may need beyond the timeout (recording it)
 PUMP_EVERY = 0.2  # seconds between a pass's reads of the feed
 
 _pool: ThreadPoolExecutor | None = None
@@ -67,20 +73,6 @@ def pool() -> ThreadPoolExecutor:
         return _pool
 
 
-_local = threading.local()
-
-
-def _http() -> httpx.Client:
-    """This thread's HTTP client: connections to an endpoint's address are kept alive between
-    its deliveries. No redirects (a redirect could lead inside), no proxy from the environment."""
-    client = getattr(_local, "client", None)
-    if client is None:
-        client = _local.client = httpx.Client(
-            timeout=policy.TIMEOUT, follow_redirects=False, trust_env=False
-        )
-    return client
-
-
 def shutdown_pool(timeout: float = 15.0) -> None:
     """Stop the process's delivery threads, closing each one's database connection (a worker
     shutting down, a test tearing down its database). Attempts in flight finish first."""
@@ -94,6 +86,7 @@ def shutdown_pool(timeout: float = 15.0) -> None:
 
     def close_here() -> None:
         connection.close()
+        sender.close_all()
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(timeout)  # holds this thread so each thread runs one of these
 
@@ -178,20 +171,24 @@ class Claimed:
     attempts: int = 0
     first_attempt_at: datetime | None = None
     retry_until: datetime | None = None
+    token: uuid.UUID | None = None  # the claim's compare-and-swap mark
 
 
 def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Claimed]:
     """Due deliveries of active endpoints outside their backoff, each claimed by a
     compare-and-swap on its lease (so two dispatchers never both send one), at most
-    RMS_WEBHOOK_PER_ENDPOINT in flight per endpoint across all dispatchers."""
+    ``AHEAD`` × RMS_WEBHOOK_PER_ENDPOINT claimed per endpoint across all dispatchers."""
     if limit <= 0:
         return []
     now = now or timezone.now()
-    busy: dict = {}
-    for endpoint_id in WebhookDelivery.objects.filter(
-        state=WebhookDelivery.PENDING, lease_until__gt=now
-    ).values_list("endpoint_id", flat=True):
-        busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
+    per_endpoint = AHEAD * settings.RMS_WEBHOOK_PER_ENDPOINT
+    busy = dict(
+        WebhookDelivery.objects.filter(state=WebhookDelivery.PENDING, lease_until__gt=now)
+        .order_by()
+        .values("endpoint_id")
+        .annotate(n=Count("pk"))
+        .values_list("endpoint_id", "n")
+    )
     candidates = (
         WebhookDelivery.objects.filter(
             state=WebhookDelivery.PENDING,
@@ -201,29 +198,31 @@ def claim_due(now: datetime | None = None, limit: int = CLAIM_LIMIT) -> list[Cla
         .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now))
         .filter(Q(endpoint__blocked_until__isnull=True) | Q(endpoint__blocked_until__lte=now))
         .order_by("next_attempt_at", "created_at")
-        .values_list("pk", "endpoint_id", "endpoint__url", "endpoint__secret", "event")[: limit * 4]
+        .values_list("pk", "endpoint_id")[: limit * 4]
     )
-    chosen: dict = {}
-    for pk, endpoint_id, url, secret, event in candidates:
-        if len(chosen) >= limit or busy.get(endpoint_id, 0) >= settings.RMS_WEBHOOK_PER_ENDPOINT:
+    chosen: list = []
+    for pk, endpoint_id in candidates:
+        if len(chosen) >= limit or busy.get(endpoint_id, 0) >= per_endpoint:
             continue
         busy[endpoint_id] = busy.get(endpoint_id, 0) + 1
-        chosen[pk] = (endpoint_id, url, secret, event)
+        chosen.append(pk)
     if not chosen:
         return []
     # One compare-and-swap for the whole batch, marked with this claim's token: the rows another
-    # dispatcher took meanwhile fail the condition and are not ours.
+    # dispatcher took meanwhile fail the condition and are not ours. Only the rows won are read
+    # in full (their events decoded), after the swap.
     token = uuid.uuid4()
     lease_until = now + LEASE
-    WebhookDelivery.objects.filter(pk__in=list(chosen), state=WebhookDelivery.PENDING).filter(
+    WebhookDelivery.objects.filter(pk__in=chosen, state=WebhookDelivery.PENDING).filter(
         Q(lease_until__isnull=True) | Q(lease_until__lte=now)
     ).update(lease_until=lease_until, claim_token=token)
-    won = WebhookDelivery.objects.filter(claim_token=token).values_list(
-        "pk", "attempts", "first_attempt_at", "retry_until"
-    )
+    won = WebhookDelivery.objects.filter(pk__in=chosen, claim_token=token).values_list(
+        "pk", "endpoint_id", "endpoint__url", "endpoint__secret", "event",
+        "attempts", "first_attempt_at", "retry_until",
+    )  # fmt: skip
     return [
-        Claimed(pk, *chosen[pk], lease_until, attempts, first, until)
-        for pk, attempts, first, until in won
+        Claimed(pk, endpoint_id, url, secret, event, lease_until, attempts, first, until, token)
+        for pk, endpoint_id, url, secret, event, attempts, first, until in won
     ]
 
 
@@ -235,8 +234,9 @@ class Outcome:
 
 
 def send(claim: Claimed, *, now: datetime | None = None) -> Outcome:
-    """POST one event, signed per the Standard Webhooks specification, to the checked address.
-    Never raises: every failure is an Outcome with a message that names no secret."""
+    """POST one event, signed per the Standard Webhooks specification, to the checked address
+    (``delivery.sender``). Never raises: every failure is an Outcome with a message that names
+    no secret."""
     now = now or timezone.now()
     body = body_of(claim.event)
     msg_id = claim.event["id"]
@@ -244,34 +244,25 @@ def send(claim: Claimed, *, now: datetime | None = None) -> Outcome:
         target = safety.resolve(claim.url)
     except safety.UnsafeURL as exc:
         return Outcome(None, None, f"refused: {exc}")
-    signature = Webhook(claim.secret).sign(msg_id, now, body)
     headers = {
         "content-type": "application/json",
         "user-agent": "rms-feedback-webhooks/1",
         "webhook-id": msg_id,
         "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": signature,
-        "host": target.host if ":" not in target.host else f"[{target.host}]",
+        "webhook-signature": Webhook(claim.secret).sign(msg_id, now, body),
     }
-    port = httpx.URL(claim.url).port
-    if port:
-        headers["host"] = f"{headers['host']}:{port}"
     started = time.perf_counter()
     try:
-        response = _http().post(
-            target.url,
-            content=body.encode(),
-            headers=headers,
-            extensions={"sni_hostname": target.host},
-        )
-        latency = (time.perf_counter() - started) * 1000
-    except httpx.TimeoutException:
-        return Outcome(None, (time.perf_counter() - started) * 1000, "timeout after 10 s")
-    except httpx.HTTPError as exc:
+        response = sender.post(target, body.encode(), headers)
+    except TimeoutError:
+        elapsed = (time.perf_counter() - started) * 1000
+        return Outcome(None, elapsed, f"timeout after {policy.TIMEOUT:g} s")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         return Outcome(None, None, f"{type(exc).__name__}: {_short(str(exc))}")
-    if policy.is_success(response.status_code):
-        return Outcome(response.status_code, latency, "")
-    return Outcome(response.status_code, latency, f"HTTP {response.status_code}")
+    latency = (time.perf_counter() - started) * 1000
+    if policy.is_success(response.status):
+        return Outcome(response.status, latency, "")
+    return Outcome(response.status, latency, f"HTTP {response.status}")
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -337,31 +328,32 @@ _SUCCESS_FIELDS = (
 
 def record_successes(done: list[tuple[Claimed, Outcome, datetime]]) -> None:
     """Store successful attempts in two statements whatever their number: the deliveries in
-    one bulk update (from the values read when they were claimed: the lease makes this
-    dispatcher their only writer), and each endpoint's health in one conditional update, a
-    no-op while nothing but the last success time changed (kept to the second). No endpoint
-    row lock: 200 deliveries a second to one endpoint would queue on it."""
+    one array update (``rms.bulk``; from the values read when they were claimed: the lease
+    makes this dispatcher their only writer), and each endpoint's health in one conditional
+    update, a no-op while nothing but the last success time changed (kept to the second). No
+    endpoint row lock: 200 deliveries a second to one endpoint would queue on it."""
     if not done:
         return
     window = settings.RMS_WEBHOOK_RETRY_WINDOW
     rows = [
-        WebhookDelivery(
-            pk=claim.delivery_id,
-            state=WebhookDelivery.SUCCEEDED,
-            attempts=claim.attempts + 1,
-            first_attempt_at=claim.first_attempt_at or now,
-            retry_until=claim.retry_until or now + window,
-            last_attempt_at=now,
-            response_status=outcome.status,
-            latency_ms=outcome.latency_ms,
-            last_error="",
-            lease_until=None,
-            claim_token=None,
-            next_attempt_at=None,
+        (
+            claim.delivery_id,
+            WebhookDelivery.SUCCEEDED,
+            claim.attempts + 1,
+            claim.first_attempt_at or now,
+            claim.retry_until or now + window,
+            now,
+            outcome.status,
+            outcome.latency_ms,
+            "",
+            None,
+            None,
+            None,
         )
         for claim, outcome, now in done
     ]
-    WebhookDelivery.objects.bulk_update(rows, _SUCCESS_FIELDS)
+    with bulk.pipelined():  # one statement over arrays at any batch size
+        bulk.update_values(WebhookDelivery, list(_SUCCESS_FIELDS), rows)
     latest: dict = {}
     for claim, _, now in done:
         latest[claim.endpoint_id] = max(now, latest.get(claim.endpoint_id, now))
@@ -413,27 +405,131 @@ def disable(endpoint: WebhookEndpoint, reason: str, *, now: datetime) -> None:
 
 
 def attempt(claim: Claimed, collector: Collector | None = None) -> str:
-    """Send and record one claimed delivery on a pool thread. The thread keeps its database
-    connection between attempts (a new connection per delivery cost more than the delivery);
-    ``close_old_connections`` drops it once it is broken or past its age."""
+    """Send and record one claimed delivery on a pool thread. A success goes to the pass's
+    collector (stored with the rest of its tick in one statement), so a healthy delivery costs
+    this thread no database round trip; a failure, or a success after its pass has returned,
+    is stored here. The thread keeps its database connection between attempts (a new
+    connection per delivery cost more than the delivery); ``close_old_connections`` drops it
+    once it is broken or past its age."""
+    outcome = send(claim)
+    if policy.is_success(outcome.status):
+        telemetry.WEBHOOK_ATTEMPTS.labels("succeeded").inc()
+    else:
+        telemetry.WEBHOOK_ATTEMPTS.labels("http_error" if outcome.status else "unreachable").inc()
+    if outcome.latency_ms is not None:
+        telemetry.WEBHOOK_LATENCY.observe(outcome.latency_ms / 1000)
+    now = timezone.now()
+    if (
+        policy.is_success(outcome.status)
+        and collector is not None
+        and collector.offer(claim, outcome, now)
+    ):
+        return WebhookDelivery.SUCCEEDED
     close_old_connections()
     try:
-        outcome = send(claim)
-        if policy.is_success(outcome.status):
-            telemetry.WEBHOOK_ATTEMPTS.labels("succeeded").inc()
-        else:
-            telemetry.WEBHOOK_ATTEMPTS.labels(
-                "http_error" if outcome.status else "unreachable"
-            ).inc()
-        if outcome.latency_ms is not None:
-            telemetry.WEBHOOK_LATENCY.observe(outcome.latency_ms / 1000)
-        return record(claim, outcome)
+        return record(claim, outcome, now=now)
     except Exception:
         connection.close()  # a broken connection is not reused
         raise
 
 
 # --- one pass -----------------------------------------------------------------------------------
+
+
+class Lanes:
+    """A pass's claimed deliveries, queued per endpoint and sent by at most
+    RMS_WEBHOOK_PER_ENDPOINT pool threads per endpoint, each taking the endpoint's next claim as
+    soon as its attempt ends: an endpoint's throughput is its concurrency over its latency, not
+    one batch per claim. A slow endpoint holds at most that many threads; after a failure (the
+    endpoint is now backed off) its lane sends nothing more and its queued claims are released
+    for a later pass. A claim whose lease could run out before its attempt does is not sent
+    (another dispatcher may claim it once it expires)."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+        self.lock = threading.Lock()
+        self.queues: dict = {}
+        self.running: dict = {}
+        self.stopped: set = set()
+        self.released: list[Claimed] = []
+        self.open = True
+
+    def held(self) -> int:
+        """Claims queued or being attempted."""
+        with self.lock:
+            return sum(map(len, self.queues.values())) + sum(self.running.values())
+
+    def add(self, claims: list[Claimed]) -> list:
+        """Queue claims and start the threads their endpoints may use; returns their futures."""
+        starts = []
+        with self.lock:
+            for claim in claims:
+                self.queues.setdefault(claim.endpoint_id, deque()).append(claim)
+            for endpoint_id, queue in self.queues.items():
+                running = self.running.get(endpoint_id, 0)
+                more = min(len(queue), settings.RMS_WEBHOOK_PER_ENDPOINT - running)
+                if more > 0:
+                    self.running[endpoint_id] = running + more
+                    starts += [endpoint_id] * more
+        return [pool().submit(self.run, endpoint_id) for endpoint_id in starts]
+
+    def _next(self, endpoint_id) -> Claimed | None:
+        with self.lock:
+            queue = self.queues[endpoint_id]
+            if queue and self.open and endpoint_id not in self.stopped:
+                return queue.popleft()
+            self.running[endpoint_id] -= 1
+            return None
+
+    def run(self, endpoint_id) -> int:
+        """One of an endpoint's threads: attempts its queued claims one after another."""
+        done = 0
+        while (claim := self._next(endpoint_id)) is not None:
+            if claim.lease_until - timezone.now() < timedelta(seconds=policy.TIMEOUT + TAIL):
+                continue  # queued too long: its lease could end during the attempt
+            try:
+                state = attempt(claim, self.collector)
+            except Exception:
+                logger.exception("webhook attempt failed")
+                state = None
+            done += 1
+            if state != WebhookDelivery.SUCCEEDED:
+                with self.lock:
+                    self.stopped.add(endpoint_id)
+        return done
+
+    def close(self) -> list[Claimed]:
+        """Stop every lane (attempts under way finish); returns the claims never started."""
+        with self.lock:
+            self.open = False
+            left = [claim for queue in self.queues.values() for claim in queue]
+            for queue in self.queues.values():
+                queue.clear()
+            return left
+
+    def take_stopped(self) -> list[Claimed]:
+        """The queued claims of lanes stopped by a failure, taken out to be released; the
+        lanes open again for what is claimed once their endpoints' backoff is over."""
+        with self.lock:
+            left = []
+            for endpoint_id in self.stopped:
+                queue = self.queues.get(endpoint_id)
+                if queue:
+                    left += queue
+                    queue.clear()
+            self.stopped.clear()
+            return left
+
+
+def release(claims: list[Claimed]) -> None:
+    """Give claims back unattempted (one statement): due again for any dispatcher at once."""
+    if not claims:
+        return
+    WebhookDelivery.objects.filter(
+        pk__in=[c.delivery_id for c in claims],
+        claim_token__in={c.token for c in claims},
+        state=WebhookDelivery.PENDING,
+    ).update(lease_until=None, claim_token=None)
 
 
 @dataclass(frozen=True)
@@ -445,15 +541,19 @@ class PassResult:
 
 def run_pass(*, budget: float | None = None) -> PassResult:
     """Follow the feed and deliver for up to ``budget`` seconds (RMS_WEBHOOK_PASS_SECONDS):
-    pump, claim what is due within each endpoint's in-flight limit, start those attempts, and
-    as attempts finish, pump and claim again. An idle pass (nothing due, nothing in flight)
-    returns at once. Attempts still running at the end finish on their threads (they hold a
-    lease, not a lock), so a slow endpoint never holds the pass — or the next one — back."""
+    pump, claim what is due, queue the claims in per-endpoint lanes (``Lanes``), and every tick
+    store the tick's successes, pump and claim again. A pass that finds nothing to do returns
+    at once; one that found work follows the feed to the end of its budget, reading it every
+    PUMP_EVERY while idle, so an event waits for the next read, not for the next pass. At the
+    end, claims not yet started are released and attempts under way finish on their threads
+    (they hold a lease, not a lock), so a slow endpoint never holds the pass — or the next one
+    — back."""
     budget = settings.RMS_WEBHOOK_PASS_SECONDS if budget is None else budget
     deadline = time.monotonic() + budget
     close_old_connections()
     in_flight: set = set()
     collector = Collector()
+    lanes = Lanes(collector)
     created = claimed = finished = 0
     pumped = 0.0
     while True:
@@ -461,21 +561,26 @@ def run_pass(*, budget: float | None = None) -> PassResult:
         if tick - pumped >= PUMP_EVERY:
             created += pump()
             pumped = tick
-        batch = claim_due(limit=max(0, CLAIM_LIMIT - len(in_flight)))
+        batch = claim_due(limit=max(0, CLAIM_LIMIT - lanes.held()))
         claimed += len(batch)
-        in_flight.update(pool().submit(attempt, claim, collector) for claim in batch)
+        in_flight.update(lanes.add(batch))
         remaining = deadline - time.monotonic()
-        if (not in_flight and not batch) or remaining <= 0:
+        if remaining <= 0 or not (in_flight or batch or created or claimed):
             break
+        if not in_flight and not batch:  # caught up: wait for the next read of the feed
+            time.sleep(max(0.0, min(remaining, pumped + PUMP_EVERY - TICK - time.monotonic())))
+            continue
         # Pump and claim at most once a tick, not once per finished attempt: under load that
         # would be several statements per delivery for nothing.
         done, in_flight = wait_for(
             in_flight, timeout=max(0.0, min(remaining, tick - time.monotonic()))
         )
         record_successes(collector.take())  # frees their endpoints' slots for the next claim
-        for future in done:
-            finished += 1
-            if future.exception() is not None:
-                logger.error("webhook attempt failed: %r", future.exception())
+        release(lanes.take_stopped())
+        finished += sum(future.result() for future in done)
+    release(lanes.close())
+    # Attempts under way get one more tick to land in this pass's last statement.
+    done, in_flight = wait_for(in_flight, timeout=TICK)
+    finished += sum(future.result() for future in done)
     record_successes(collector.take(close=True))
     return PassResult(created, claimed, finished)

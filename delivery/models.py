@@ -86,6 +86,18 @@ class WebhookDelivery(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="delivery_due"),
+            # The dispatcher's reads every tick, bounded by the work in hand rather than the
+            # log's size: due deliveries in claim order, and the leases held.
+            models.Index(
+                fields=["next_attempt_at", "created_at"],
+                name="delivery_pending_order",
+                condition=models.Q(state="pending"),
+            ),
+            models.Index(
+                fields=["lease_until"],
+                name="delivery_leased",
+                condition=models.Q(state="pending", lease_until__isnull=False),
+            ),
             models.Index(fields=["endpoint", "created_at"], name="delivery_endpoint_created"),
         ]
 

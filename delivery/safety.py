@@ -23,8 +23,12 @@ class UnsafeURL(ValueError):
 @dataclass(frozen=True)
 class Target:
     url: str  # the URL with the host replaced by the checked address
-    host: str  # the original host name, for the Host header and TLS SNI
-    address: str
+    host: str  # the original host name, for TLS SNI and the certificate check
+    address: str  # the checked address: the only one ever connected to
+    scheme: str
+    port: int  # the URL's port, or its scheme's default
+    path: str  # the request target: path and query, never the fragment
+    host_header: str  # the URL's host as written (IPv6 in brackets), with its port if any
 
 
 def check_syntax(url: str) -> tuple[str, str, int]:
@@ -72,4 +76,13 @@ def resolve(url: str) -> Target:
     parts = urlsplit(url)
     literal = f"[{address}]" if ":" in address else address
     netloc = f"{literal}:{parts.port}" if parts.port else literal
-    return Target(parts._replace(netloc=netloc).geturl(), host, address)
+    name = f"[{host}]" if ":" in host else host
+    return Target(
+        url=parts._replace(netloc=netloc).geturl(),
+        host=host,
+        address=address,
+        scheme=scheme,
+        port=port,
+        path=(parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+        host_header=f"{name}:{parts.port}" if parts.port else name,
+    )

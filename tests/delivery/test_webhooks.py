@@ -463,3 +463,55 @@ def test_prometheus_counts_attempts_and_pending(fast_retries, receiver, admin_ap
     assert moved("rms_webhook_latency_seconds_count") == 2
     assert after[("rms_webhook_endpoints", (("state", "active"),))] == 1
     assert after[("rms_webhook_pending_deliveries", ())] == 0
+
+
+def test_a_dead_endpoint_costs_one_attempt_per_lane_and_its_queued_claims_are_released(
+    settings, receiver, admin_api, client_api
+):
+    settings.RMS_WEBHOOKS_ALLOW_PRIVATE = True
+    settings.RMS_WEBHOOK_PER_ENDPOINT = 2  # two lanes; the default 5 s backoff holds the rest
+    hook = receiver(statuses=[503] * 100)
+    register(admin_api, hook.url)
+    for i in range(10):
+        create_object(client_api, content=f"fact {i}")
+    dispatch.run_pass(budget=0.5)
+    assert len(hook.received) == 2  # each lane stopped at its endpoint's first failure
+    pending = WebhookDelivery.objects.filter(state="pending")
+    assert pending.count() == 10
+    assert not pending.filter(lease_until__isnull=False).exists()  # none left claimed
+    assert sorted(pending.values_list("attempts", flat=True)) == [0] * 8 + [1, 1]
+
+
+def test_an_endpoint_gets_at_most_its_lanes_at_once_back_to_back(
+    fast_retries, receiver, admin_api, client_api
+):
+    fast_retries.RMS_WEBHOOK_PER_ENDPOINT = 3
+    hook = receiver(delay=0.1)
+    register(admin_api, hook.url)
+    for i in range(24):
+        create_object(client_api, content=f"fact {i}")
+    drive(lambda: WebhookDelivery.objects.filter(state="succeeded").count() == 24, wait=2)
+    arrivals = sorted(r.at for r in hook.received)
+    # A lane sends its next claim only after its previous answer (0.1 s later), so the requests
+    # that arrived within 0.09 s of one another were each on a different lane.
+    at_once = max(sum(1 for b in arrivals if a - 0.09 < b <= a) for a in arrivals)
+    assert at_once == 3
+    assert len(arrivals) == 24
+
+
+def test_a_pass_that_ends_releases_the_claims_it_did_not_start(
+    settings, receiver, admin_api, client_api
+):
+    settings.RMS_WEBHOOKS_ALLOW_PRIVATE = True
+    settings.RMS_WEBHOOK_PER_ENDPOINT = 1
+    hook = receiver(delay=0.4)
+    register(admin_api, hook.url)
+    for i in range(6):
+        create_object(client_api, content=f"fact {i}")
+    dispatch.run_pass(budget=0.2)
+    time.sleep(0.6)  # the attempt under way ends and stores itself
+    assert len(hook.received) == 1
+    assert WebhookDelivery.objects.filter(state="succeeded").count() == 1
+    pending = WebhookDelivery.objects.filter(state="pending")
+    assert pending.count() == 5
+    assert not pending.filter(lease_until__isnull=False).exists()  # due again for any pass
