@@ -317,7 +317,8 @@ RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
 RMS_WEBHOOKS_ALLOW_PRIVATE = _bool("RMS_WEBHOOKS_ALLOW_PRIVATE", False)
 RMS_WEBHOOK_DISPATCH_EVERY = _seconds("RMS_WEBHOOK_DISPATCH_EVERY", 1)
 RMS_WEBHOOK_THREADS = _seconds("RMS_WEBHOOK_THREADS", 32)  # delivery threads per worker process
-RMS_WEBHOOK_PER_ENDPOINT = _seconds("RMS_WEBHOOK_PER_ENDPOINT", 32)  # attempts in flight at once
+# attempts in flight at once per endpoint: half the pool, so a slow endpoint leaves the rest free
+RMS_WEBHOOK_PER_ENDPOINT = _seconds("RMS_WEBHOOK_PER_ENDPOINT", 16)
 # How long one dispatcher pass follows the feed before it returns (below the beat period).
 RMS_WEBHOOK_PASS_SECONDS = env.float("RMS_WEBHOOK_PASS_SECONDS", default=0.9)
 # A queue of their own for the dispatcher's passes (a worker started with ``-Q <name>`` serves
