@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import fmean
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from feedback import aggregates, detection, embedding
 from feedback.models import (
@@ -31,15 +31,14 @@ from feedback.models import (
 )
 from feedback.services import (
     AggregateStore,
-    aggregate_query,
+    aggregate_select,
     aggregates_of_rows,
     signal_record_row,
 )
-from rms import bulk, fetch, gcpause, oplog, policy
+from rms import bulk, gcpause, oplog, policy, store
 from rms import services as core
 from rms.api.errors import error_body
 from rms.errors import DomainError
-from rms.locks import attach_namespaces, lock_objects, lock_select
 from rms.models import (
     GENESIS_HASH,
     ApiClient,
@@ -50,6 +49,7 @@ from rms.models import (
     new_row,
 )
 from rms.replay import iso
+from rms.store import attach_namespaces
 
 MAX_BATCH = 500
 AUTO_UNUSED_METHOD = "injection_tracking"  # the service's own deterministic injection tracking
@@ -155,19 +155,9 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
             for item in pending
             for entry in item.data["signals"]
         }
-        if connection.vendor == "postgresql":
-            stored, namespaces, objects, tallies, store = _load_pipelined(
-                client, request_ids, names, object_ids, pairs
-            )
-        else:
-            stored = {
-                s.request_id: s
-                for s in FeedbackSession.objects.filter(client=client, request_id__in=request_ids)
-            }
-            namespaces = {ns.name: ns for ns in Namespace.objects.filter(name__in=names)}
-            objects = lock_objects(object_ids, namespaces=namespaces.values())
-            tallies = core.TallyStore(p for p in pairs if p[0] in objects)
-            store = AggregateStore(list(objects.values()))
+        loaded = _load(client, request_ids, names, object_ids, pairs)
+        stored, namespaces, objects = loaded.stored, loaded.namespaces, loaded.objects
+        tallies, aggs = loaded.tallies, loaded.aggregates
 
         first: dict[str, Item] = {}
         todo: list[Item] = []
@@ -189,18 +179,18 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
         with bulk.pipelined():
             for item in todo:
                 try:
-                    ts = _check(client, item.data, objects, namespaces)
+                    ts = _check(item.data, objects, namespaces, loaded.visible)
                 except DomainError as exc:
                     item.result = failure(exc)
                     continue
                 item.result = (
                     201,
-                    _apply(client, item, ts, objects, namespaces, tallies, store, writes),
+                    _apply(client, item, ts, objects, namespaces, tallies, aggs, writes),
                 )
                 writes.built += 1
                 if writes.built % SEND_EVERY == 0 and bulk.pipelining():
                     writes.send()
-            _flush(writes, tallies, store)
+            _flush(writes, tallies, aggs)
 
         for item in pending:
             if item.duplicate_of is not None:
@@ -213,55 +203,54 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                 else:
                     item.result = original.result
 
-        _schedule_sweep(writes.streak_grew, objects, store)
+        _schedule_sweep(writes.streak_grew, objects, aggs)
 
 
-def _load_pipelined(client: ApiClient, request_ids, names, object_ids, pairs):
-    """PostgreSQL: the stored records of these request ids, the namespaces, the objects locked in
-    primary-key order, their aggregates and session tallies and the client's visible namespaces,
-    in one round trip (``rms.fetch``; arrays in binary, see ``rms.locks.lock_select``). The third
-    query takes the locks; the aggregates and tallies are read by later statements, so they are
-    the values committed before the locks were granted (see ``rms.locks``)."""
+@dataclass
+class Loaded:
+    """What a call reads before it plans: the stored sessions of its request ids, the
+    namespaces of its scopes, the objects it touches (locked), their aggregates and tallies,
+    and the ids of the namespaces the client may see (None: all of them)."""
+
+    stored: dict
+    namespaces: dict
+    objects: dict
+    aggregates: AggregateStore
+    tallies: core.TallyStore
+    visible: frozenset | None
+
+
+def _load(client: ApiClient, request_ids, names, object_ids, pairs) -> Loaded:
+    """One ``rms.store`` read (one round trip on PostgreSQL). The objects' select takes the
+    locks; the aggregates and tallies are read by later selects, so they are the values
+    committed before the locks were granted (``rms.store.base.Store.read``)."""
     pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
-    session_select = fetch.Select(
-        FeedbackSession,
-        "s",
-        "s.client_id = %s AND s.request_id = ANY(%b)",
-        [client.pk, list(request_ids)],
-    )
-    namespace_select = fetch.Select(Namespace, "n", "n.name = ANY(%b)", [list(names)])
-    object_select = lock_select(object_ids)
-    tally_select = fetch.Select(
-        SessionTally,
-        "t",
-        "(t.object_id, t.session_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))",
-        [[p[0] for p in pair_list], [p[1] for p in pair_list]],
-    )
-    queries = [
-        session_select.query,
-        namespace_select.query,
-        object_select.query,
-        aggregate_query(list(object_ids)),
-        tally_select.query,
+    selects = [
+        store.Select(FeedbackSession, where={"client_id": client.pk, "request_id": request_ids}),
+        store.Select(Namespace, where={"name": names}),
+        store.Select(MemoryObject, where={"id": object_ids}, lock=True),
+        aggregate_select(object_ids),
+        store.Select(SessionTally, pairs=(("object_id", "session_id"), pair_list)),
     ]
-    need_names = not client.sees_all_namespaces and getattr(client, "_ns_names", None) is None
-    if need_names:
-        queries.append(
-            (
-                "SELECT n.name FROM rms_namespace n JOIN rms_apiclient_namespaces c "
-                "ON c.namespace_id = n.id WHERE c.apiclient_id = %s",
-                [client.pk],
+    if not client.sees_all_namespaces:
+        selects.append(
+            store.Select(
+                ApiClient.namespaces.through,
+                where={"apiclient_id": client.pk},
+                columns=("namespace_id",),
             )
         )
-    results = fetch.pipelined(queries)
-    stored = {s.request_id: s for s in session_select.build(results[0])}
-    namespaces = {ns.name: ns for ns in namespace_select.build(results[1])}
-    objects = attach_namespaces(object_select.build(results[2]), namespaces.values())
-    store = AggregateStore(list(objects.values()), aggregates_of_rows(results[3]))
-    tallies = core.TallyStore.of_rows(tally_select.build(results[4]))
-    if need_names:
-        client._ns_names = {row[0] for row in results[5]}
-    return stored, namespaces, objects, tallies, store
+    found = store.get().read(selects)
+    namespaces = {ns.name: ns for ns in found[1]}
+    objects = attach_namespaces(found[2], namespaces.values())
+    return Loaded(
+        stored={s.request_id: s for s in found[0]},
+        namespaces=namespaces,
+        objects=objects,
+        aggregates=AggregateStore(list(objects.values()), aggregates_of_rows(found[3])),
+        tallies=core.TallyStore.of_rows(found[4]),
+        visible=None if client.sees_all_namespaces else frozenset(r[0] for r in found[5]),
+    )
 
 
 def _schedule_sweep(grew: set, objects: dict, store: AggregateStore) -> None:
@@ -285,11 +274,13 @@ def _schedule_sweep(grew: set, objects: dict, store: AggregateStore) -> None:
         transaction.on_commit(lambda: sweep.enqueue_sweep(ids), robust=True)
 
 
-def _check(client: ApiClient, data: dict, objects: dict, namespaces: dict) -> datetime:
-    """Everything that can refuse a session, before any of it is applied; returns its ts."""
+def _check(data: dict, objects: dict, namespaces: dict, visible: frozenset | None) -> datetime:
+    """Everything that can refuse a session, before any of it is applied; returns its ts.
+    ``visible``: ids of the namespaces the client may see, None for all."""
     scope = data["namespace_scope"]
     for name in scope:
-        if not client.can_see(name):
+        ns = namespaces.get(name)
+        if visible is not None and (ns is None or ns.pk not in visible):
             raise DomainError("forbidden", f"You may not write to namespace {name!r}.", 403)
         if name not in namespaces:
             raise DomainError(

@@ -9,11 +9,11 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
-from rms import bulk, fetch, policy
+from rms import policy, store
 from rms import services as core
 from rms.errors import DomainError
 from rms.models import ApiClient, IdempotencyRecord, MemoryObject, Operation, new_row
@@ -47,34 +47,22 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
 
 
 #: What an aggregate row is read as: the object id, then ``Aggregate``'s fields in order.
-_AGGREGATE_COLUMNS = ("object_id", *aggregates.FIELDS)
+AGGREGATE_COLUMNS = ("object_id", *aggregates.FIELDS)
 _aggregate_values = operator.attrgetter(*aggregates.FIELDS)
 
 
-def aggregate_query(object_ids: list) -> tuple[str, list]:
-    """PostgreSQL: the aggregate rows of these objects as ``_AGGREGATE_COLUMNS`` (plain SQL for
-    ``rms.fetch``); :func:`aggregates_of_rows` reads the result."""
-    meta = FeedbackAggregate._meta
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(meta.get_field(name).column) for name in _AGGREGATE_COLUMNS)
-    return (
-        f"SELECT {columns} FROM {quote(meta.db_table)} WHERE object_id = ANY(%b::uuid[])",
-        [list(object_ids)],
+def aggregate_select(object_ids) -> store.Select:
+    """The aggregate rows of these objects as ``AGGREGATE_COLUMNS`` tuples (for
+    ``rms.store``); :func:`aggregates_of_rows` reads the result."""
+    return store.Select(
+        FeedbackAggregate, where={"object_id": list(object_ids)}, columns=AGGREGATE_COLUMNS
     )
 
 
 def aggregates_of_rows(rows) -> dict:
-    """{object id: Aggregate} of rows read as ``_AGGREGATE_COLUMNS``: straight into the pure
+    """{object id: Aggregate} of rows read as ``AGGREGATE_COLUMNS``: straight into the pure
     accumulator, without a model instance in between (a batch loads thousands)."""
     return {row[0]: aggregates.Aggregate(*row[1:]) for row in rows}
-
-
-def _load_aggregates(object_ids: list) -> dict:
-    if connection.vendor == "postgresql":
-        return aggregates_of_rows(fetch.rows(*aggregate_query(object_ids)))
-    return aggregates_of_rows(
-        FeedbackAggregate.objects.filter(object_id__in=object_ids).values_list(*_AGGREGATE_COLUMNS)
-    )
 
 
 class AggregateStore:
@@ -86,7 +74,8 @@ class AggregateStore:
         otherwise one query reads them."""
         self._objects = {obj.pk: obj for obj in objects}
         if stored is None:
-            stored = _load_aggregates([obj.pk for obj in objects])
+            (rows,) = store.get().read([aggregate_select(self._objects)])
+            stored = aggregates_of_rows(rows)
         self._stored = stored
         self._values: dict = {}  # the ones handed out: written back by flush()
 
@@ -115,8 +104,9 @@ class AggregateStore:
                     **dict(zip(aggregates.FIELDS, values, strict=True)),
                 )
             )
-        bulk.insert(FeedbackAggregate, new)
-        bulk.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
+        db = store.get()
+        db.insert(FeedbackAggregate, new)
+        db.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
 
 
 def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:
@@ -175,18 +165,17 @@ def signal_record(
             )
             tallies = core.TallyStore([(obj.pk, signal.session_id)])
             result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
-            store = AggregateStore([obj])
+            aggs = AggregateStore([obj])
             _, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(
-                store.get(obj.pk), signal.signal_type, result.effect, effective, ts
-            )
-            # One pipeline for every write of the signal (rms.bulk.batched).
-            with bulk.batched():
-                bulk.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
-                bulk.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
-                bulk.insert(SignalRecord, [signal_record_row(obj, result)])
+            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+            # One pipeline for every write of the signal (rms.store's batched).
+            db = store.get()
+            with db.batched():
+                db.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
+                db.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
+                db.insert(SignalRecord, [signal_record_row(obj, result)])
                 tallies.flush()
-                store.flush()
+                aggs.flush()
             answer = render(result, obj)
             if request_id:
                 IdempotencyRecord.objects.create(

@@ -16,9 +16,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from rms import bulk, oplog, policy
+from rms import oplog, policy, store
 from rms.errors import DomainError, Forbidden, NotFound
-from rms.locks import lock_objects
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally, new_row
 
 DEFAULT_ACTOR_TYPE = "SYSTEM_PROCESS"
@@ -214,7 +213,7 @@ def object_create(*, client: ApiClient, items: list[dict]) -> list[MemoryObject]
 def visible_object(client: ApiClient, object_id, *, lock: bool = False) -> MemoryObject:
     """The object by id, 404 if it does not exist or the caller cannot see its namespace."""
     if lock:
-        obj = lock_objects([object_id]).get(object_id)
+        obj = store.get().lock_objects([object_id]).get(object_id)
     else:
         obj = MemoryObject.objects.select_related("namespace").filter(pk=object_id).first()
     if obj is None or not client.can_see(obj.namespace.name):
@@ -359,10 +358,10 @@ class TallyStore:
     @classmethod
     def of_rows(cls, rows: Iterable[SessionTally]) -> TallyStore:
         """A store of tally rows already read (``feedback.ingest`` reads them with its locks)."""
-        store = cls(())
+        tallies = cls(())
         for row in rows:
-            store._rows[(row.object_id, row.session_id)] = row
-        return store
+            tallies._rows[(row.object_id, row.session_id)] = row
+        return tallies
 
     def get(self, object_id, session_id: str) -> policy.SessionTally:
         row = self._rows.get((object_id, session_id))
@@ -384,8 +383,9 @@ class TallyStore:
 
     def flush(self) -> None:
         rows = [self._rows[k] for k in self._dirty]
-        bulk.insert(SessionTally, [r for r in rows if r.pk is None])
-        bulk.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
+        db = store.get()
+        db.insert(SessionTally, [r for r in rows if r.pk is None])
+        db.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
         self._dirty.clear()
 
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rms import fetch
 from rms.models import MemoryObject
+from rms.store import pgfetch as fetch
 from tests.factories import make_object
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # rms.fetch is the PostgreSQL path

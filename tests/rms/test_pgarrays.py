@@ -11,7 +11,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rms import pgarrays
+from rms.store import pgarrays
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # binary arrays are PostgreSQL's
 
