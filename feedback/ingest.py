@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import fmean
+from typing import ClassVar
 
 from django.db import IntegrityError, transaction
 
@@ -87,13 +88,42 @@ def conflict(request_id: str) -> tuple[int, dict]:
     )
 
 
+@dataclass(eq=False)
+class SessionRow:
+    """A ``FeedbackSession`` row as built (its columns), with its record's JSON text, encoded
+    once for the stored row and for the batch answer (``rms.store`` writes it as it is)."""
+
+    JSON_TEXTS: ClassVar[dict] = {"record": "record_json"}
+
+    id: uuid.UUID
+    client_id: int
+    request_id: str
+    body_hash: str
+    session_id: str
+    ts: datetime
+    namespace_scope: list
+    context_budget: int
+    tokens_used: int
+    context_text: str
+    context_tags: list
+    outcome: str | None
+    record: dict | None
+    head_hash: str
+    last_op_ts: datetime
+    record_json: str | None = None
+
+    @property
+    def pk(self) -> uuid.UUID:  # a chain target (``rms.oplog.ChainTarget``)
+        return self.id
+
+
 @dataclass
 class Writes:
     """Rows built in memory during a call: the event rows are inserted by :meth:`send` (every
     ``SEND_EVERY`` sessions when pipelining, and at the end), the objects, tallies and
     aggregates they change are written once at the end (``_flush``)."""
 
-    sessions: list[FeedbackSession] = field(default_factory=list)
+    sessions: list[SessionRow] = field(default_factory=list)
     scopes: list[SessionNamespace] = field(default_factory=list)
     ops: list[Operation] = field(default_factory=list)
     injections: list[InjectionEvent] = field(default_factory=list)
@@ -158,6 +188,11 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
         loaded = _load(client, request_ids, names, object_ids, pairs)
         stored, namespaces, objects = loaded.stored, loaded.namespaces, loaded.objects
         tallies, aggs = loaded.tallies, loaded.aggregates
+        names_by_id = {ns.pk: ns.name for ns in namespaces.values()}
+        keys = {
+            pk: oplog.ChainKey.of(obj, names_by_id.get(obj.namespace_id))
+            for pk, obj in objects.items()
+        }
 
         first: dict[str, Item] = {}
         todo: list[Item] = []
@@ -185,7 +220,7 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
                     continue
                 item.result = (
                     201,
-                    _apply(client, item, ts, objects, namespaces, tallies, aggs, writes),
+                    _apply(client, item, ts, objects, keys, namespaces, tallies, aggs, writes),
                 )
                 writes.built += 1
                 if writes.built % SEND_EVERY == 0 and bulk.pipelining():
@@ -289,6 +324,7 @@ def _check(data: dict, objects: dict, namespaces: dict, visible: frozenset | Non
                 400,
                 {"namespace_scope": [f"Unknown namespace {name!r}."]},
             )
+    scope_ids = {namespaces[name].pk for name in scope}
     fields: dict[str, list[str]] = {}
     injected = set()
     for i, inj in enumerate(data["injections"]):
@@ -299,7 +335,7 @@ def _check(data: dict, objects: dict, namespaces: dict, visible: frozenset | Non
     for key in ("injections", "signals"):
         for i, entry in enumerate(data[key]):
             obj = objects.get(entry["object_id"])
-            if obj is None or oplog.namespace_name(obj) not in scope:
+            if obj is None or obj.namespace_id not in scope_ids:
                 fields[f"{key}.{i}.object_id"] = ["Unknown object, or outside namespace_scope."]
             if key == "signals":
                 try:
@@ -322,6 +358,7 @@ def _apply(
     item: Item,
     ts: datetime,
     objects: dict,
+    keys: dict,
     namespaces: dict,
     tallies: core.TallyStore,
     store: AggregateStore,
@@ -334,8 +371,7 @@ def _apply(
     system = core.Actor.of(client)
     session_text = str(session_pk)
     extra = {"request_id": request_id, "feedback_session_id": session_text}
-    session = new_row(  # not Model.__init__: one per session of a batch
-        FeedbackSession,
+    session = SessionRow(
         id=session_pk,
         client_id=client.pk,
         request_id=request_id,
@@ -352,6 +388,7 @@ def _apply(
         head_hash=GENESIS_HASH,
         last_op_ts=ts,
     )
+    session_json = oplog.json_scalar(session_text)
 
     injected: dict = {}
     str_values: list[float] = []
@@ -367,7 +404,7 @@ def _apply(
             "session_id": session_id,
             "request_id": request_id,
             "feedback_session_id": session_text,
-            "object_id": oplog.pk_text(obj),
+            "object_id": keys[obj.pk].text,
             "rank_position": inj.get("rank_position"),
             "representation_type": inj.get("representation_type") or "",
             "token_cost": inj["token_cost"],
@@ -383,6 +420,7 @@ def _apply(
                 actor_id=system.id,
                 actor_type=system.type,
                 payload_json=injection_payload_json(payload),
+                key=keys[obj.pk],
             )
         )
         aggregates.on_injection(store.get(obj.pk), inj["token_cost"])
@@ -415,7 +453,12 @@ def _apply(
         payload_json: str | None = None,
     ) -> core.SignalResult:
         result = core.signal_ops(
-            obj, signal, tallies, extra={**extra, **(more or {})}, payload_json=payload_json
+            obj,
+            signal,
+            tallies,
+            extra={**extra, **(more or {})},
+            payload_json=payload_json,
+            key=keys[obj.pk],
         )
         writes.ops.append(result.feedback_op)
         if result.change_op is not None:
@@ -444,9 +487,9 @@ def _apply(
             ts=ts,
             evidence_ids=tuple(entry.get("evidence_ids") or ()),
         )
-        out_signals.append(signal_out(obj, apply(obj, signal, automatic=False)))
+        out_signals.append(signal_out(keys[obj.pk].text, apply(obj, signal, automatic=False)))
 
-    text = {pk: oplog.pk_text(objects[pk]) for pk in injected}
+    text = {pk: keys[pk].text for pk in injected}
     unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
     silent = [pk for pk in injected if not received[pk]]
     detected = {}
@@ -487,10 +530,10 @@ def _apply(
             payload_json=unused_json if plain else None,
         )
         if plain:
-            unused_json = result.feedback_op._json_payload
+            unused_json = result.feedback_op.payload_json
         if referenced:
             out_signals.append(
-                {**signal_out(objects[pk], result), "detected": True, "score": found_one.score}
+                {**signal_out(text[pk], result), "detected": True, "score": found_one.score}
             )
         else:
             unused_ids.append(text[pk])
@@ -520,7 +563,7 @@ def _apply(
         "session_str_mean": fmean(str_values) if str_values else None,
     }
     session.record = record
-    session.__dict__["_json_record"] = item.record_json = json.dumps(
+    session.record_json = item.record_json = json.dumps(
         record, separators=(",", ":"), allow_nan=False
     )
     payload = {k: v for k, v in record.items() if k not in ("id", "ts")}
@@ -537,6 +580,7 @@ def _apply(
             actor_type=system.type,
             session_id=session_id,
             policy_version=policy.POLICY_VERSION,
+            target_json=session_json,
         )
     )
     writes.sessions.append(session)
@@ -570,12 +614,12 @@ def injection_payload_json(payload: dict) -> str:
     )
 
 
-def signal_out(obj: MemoryObject, result: core.SignalResult) -> dict:
+def signal_out(object_id: str, result: core.SignalResult) -> dict:
     """A signal as the session record lists it (API.md)."""
     signal, payload = result.signal, result.feedback_op.payload
     out = {
         "signal_type": signal.signal_type,
-        "object_id": oplog.pk_text(obj),
+        "object_id": object_id,
         "detection_method": signal.detection_method,
         "reliability_class": payload["reliability_class"],
         "effect": result.effect,

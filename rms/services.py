@@ -204,7 +204,7 @@ def object_create(*, client: ApiClient, items: list[dict]) -> list[MemoryObject]
             if MemoryObject.objects.filter(pk__in=seen).exists():
                 raise DomainError("object_exists", "An object with this id already exists.", 409)
             MemoryObject.objects.bulk_create(objects)
-            Operation.objects.bulk_create(ops)
+            store.get().insert(Operation, ops)
     except IntegrityError as exc:  # a concurrent create with the same id won the race
         raise DomainError("object_exists", "An object with this id already exists.", 409) from exc
     return objects
@@ -248,7 +248,7 @@ def _admin_change(
             obj, op_type, ts=at, payload=body, actor_id=actor.id, actor_type=actor.type
         )
         obj.save(update_fields=MemoryObject.WRITABLE_FIELDS)
-        op.save()
+        store.get().insert(Operation, [op])
     return obj
 
 
@@ -393,11 +393,11 @@ class TallyStore:
 class SignalResult:
     signal: policy.Signal
     outcome: policy.Outcome
-    feedback_op: Operation
-    change_op: Operation | None
+    feedback_op: oplog.OpRow
+    change_op: oplog.OpRow | None
 
     @property
-    def operation(self) -> Operation:
+    def operation(self) -> oplog.OpRow:
         """The REINFORCE / PENALTY operation, or the FEEDBACK_EVENT when nothing changed."""
         return self.change_op or self.feedback_op
 
@@ -423,12 +423,14 @@ def signal_ops(
     *,
     extra: dict | None = None,
     payload_json: str | None = None,
+    key: oplog.ChainKey | None = None,
 ) -> SignalResult:
     """Apply one signal to a locked object: FEEDBACK_EVENT, then REINFORCE or PENALTY.
 
     The operations are returned unsaved; the object and the tally are updated in memory.
     ``payload_json``: the FEEDBACK_EVENT payload's canonical JSON when the caller knows it is
-    the one of an earlier call (the automatic UNUSED of one session all carry one payload).
+    the one of an earlier call (the automatic UNUSED of one session all carry one payload);
+    ``key``: the object's ``oplog.ChainKey`` when the caller holds it.
     """
     if policy.SIGNALS[signal.signal_type].kind == policy.NEUTRAL:
         tally, outcome = None, policy.neutral_outcome(signal)
@@ -451,12 +453,12 @@ def signal_ops(
         **(extra or {}),
     }
     feedback_op = oplog.feedback_event(
-        obj, signal=signal, payload=payload, payload_json=payload_json
+        obj, signal=signal, payload=payload, payload_json=payload_json, key=key
     )
     change_op = None
     if outcome.op_type is not None:
         obj.apply_state(outcome.state)
-        change_op = oplog.signal_applied(obj, outcome, signal)
+        change_op = oplog.signal_applied(obj, outcome, signal, key)
         if outcome.tally is not tally:
             tallies.put(obj.pk, signal.session_id, outcome.tally)
     return SignalResult(signal, outcome, feedback_op, change_op)
