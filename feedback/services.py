@@ -7,16 +7,16 @@ objects, their session tallies and aggregates, and store the idempotency record,
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
-from rms import policy, store
+from rms import idempotency, policy, store
 from rms import services as core
-from rms.errors import DomainError
-from rms.models import ApiClient, IdempotencyRecord, MemoryObject, Operation, new_row
+from rms.models import ApiClient, MemoryObject, Operation, new_row
+from rms.representations import objects_out, operation_out
 
 SIGNAL_SCOPE = "signal"
 
@@ -109,20 +109,13 @@ class AggregateStore:
         db.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
 
 
-def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:
-    """The first answer to this key, or 409 when the body differs (SPEC §7)."""
-    record = IdempotencyRecord.objects.filter(
-        client=client, scope=scope, request_id=request_id
-    ).first()
-    if record is None:
-        return None
-    if record.body_hash != body_hash:
-        raise DomainError(
-            "idempotency_mismatch",
-            f"request_id {request_id!r} was already used with a different body.",
-            409,
-        )
-    return record.response
+def signal_answer(result: core.SignalResult, obj: MemoryObject) -> dict:
+    """The answer to a signal posted alone (API.md), stored for its retries."""
+    return {
+        "operation": operation_out(result.operation),
+        "effect": result.effect,
+        "object": objects_out([obj], timezone.now())[0],
+    }
 
 
 def signal_record(
@@ -131,13 +124,13 @@ def signal_record(
     object_id,
     data: dict,
     body_hash: str,
-    render: Callable[[core.SignalResult, object], dict],
 ) -> tuple[int, dict]:
     """Record one signal posted alone: FEEDBACK_EVENT + REINFORCE/PENALTY + aggregate.
 
-    Returns (201, answer), or (200, first answer) for a retry with the same ``request_id`` and
-    body. Concurrent retries serialise on the object lock or, failing that, on the idempotency
-    record's unique key; the loser answers from the winner's record.
+    One transaction. Returns (201, answer), or (200, first answer) for a retry with the same
+    ``request_id`` and body (409 for another body; ``rms.idempotency``). Concurrent retries
+    serialise on the object lock or, failing that, on the idempotency record's unique key; the
+    loser answers from the winner's record.
     """
     detection_method = core.validate_client_signal(
         data["signal_type"], data.get("detection_method")
@@ -147,7 +140,9 @@ def signal_record(
         with transaction.atomic():
             if (
                 request_id
-                and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash))
+                and (
+                    first := idempotency.stored_answer(client, SIGNAL_SCOPE, request_id, body_hash)
+                )
                 is not None
             ):
                 return 200, first
@@ -176,20 +171,15 @@ def signal_record(
                 db.insert(SignalRecord, [signal_record_row(obj, result)])
                 tallies.flush()
                 aggs.flush()
-            answer = render(result, obj)
+            answer = signal_answer(result, obj)
             if request_id:
-                IdempotencyRecord.objects.create(
-                    client=client,
-                    scope=SIGNAL_SCOPE,
-                    request_id=request_id,
-                    body_hash=body_hash,
-                    response=answer,
-                )
+                idempotency.remember(client, SIGNAL_SCOPE, request_id, body_hash, answer)
             return 201, answer
     except IntegrityError:
         if (
             request_id
-            and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash)) is not None
+            and (first := idempotency.stored_answer(client, SIGNAL_SCOPE, request_id, body_hash))
+            is not None
         ):
             return 200, first
         raise
