@@ -58,7 +58,7 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
         return
     db = store.get()
     with transaction.atomic():
-        plan = SessionPlan(client, _load(client, pending))
+        plan = SessionPlan(client, load_state(client, pending))
         # PostgreSQL: every write is sent as it is issued, and the server inserts one chunk of
         # sessions while the next is planned; errors surface at the end of the block.
         with db.pipelined():
@@ -73,7 +73,7 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
         _schedule_sweep(plan)
 
 
-def _load(client: ApiClient, pending: list[Item]) -> Loaded:
+def load_state(client: ApiClient, pending: list[Item]) -> Loaded:
     """One ``rms.store`` read (one round trip on PostgreSQL). The objects' select takes the
     locks; the aggregates and tallies are read by later selects, so they are the values
     committed before the locks were granted (``rms.store.base.Store.read``)."""

@@ -7,7 +7,7 @@ texts (constant, so psycopg parses each once), sent together through libpq's pip
 rows become model instances without ``Model.__init__`` (values converted with each field's own
 ``from_db_value``, as Django would).
 
-PostgreSQL only: callers keep their ORM path for SQLite, and the tests run both.
+Used by ``rms.store.pg`` (and, until it reads through the store, ``feedback.sweep``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Select:
 
 def cursor(raw: psycopg.Connection) -> psycopg.Cursor:
     """A plain psycopg cursor on Django's connection (server-side binding, which binary
-    parameters and pipeline mode need) that sends ``rms.pgarrays`` arrays and reads
+    parameters and pipeline mode need) that sends ``rms.store.pgarrays`` arrays and reads
     ``timestamptz`` with psycopg's C loader.
 
     Django registers a Python subclass of psycopg's loader so that every datetime carries its

@@ -1,4 +1,4 @@
-"""rms.pgarrays: arrays encoded by hand read back in PostgreSQL exactly as psycopg's own."""
+"""rms.store.pgarrays: arrays encoded by hand read back in PostgreSQL exactly as psycopg's own."""
 
 from __future__ import annotations
 
