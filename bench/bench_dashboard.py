@@ -159,7 +159,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from feedback import simulations
+    from feedback import simulations, suite
     from feedback.metrics import DEFAULT_THRESHOLDS
     from feedback.models import (
         FeedbackAggregate,
@@ -535,7 +535,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
         params={"seed": 42},
         state="succeeded",
         progress=1.0,
-        result=simulations.benchmark_suite(42),
+        result=suite.benchmark_suite(42),
         created_by="bench",
     )
     for _ in range(200):

@@ -97,14 +97,14 @@ def build(args, on_checkpoint=None) -> dict:
     """Objects, then sessions until the log holds ``args.ops`` operations; returns timings."""
     from django.utils import timezone
 
-    from feedback import sweep
+    from feedback import enqueue
     from feedback.api.views import session_item
     from feedback.ingest import record_sessions
     from rms import services
     from rms.models import ApiClient, Operation
 
     # The after-session sweep trigger would queue messages nobody consumes here.
-    sweep.enqueue_sweep = lambda ids: None
+    enqueue.sweep_objects = lambda ids: None
     common.create_api_client("bench-writer", role="client", db=DB)
     client = ApiClient.objects.get(name="bench-writer")
     rng = random.Random(args.seed)

@@ -70,6 +70,34 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
     ),
     ("profile_ingest.py", [], ["--batches", "1", "--objects", "1000"], 300),
     ("bench_client.py", [], ["--calls", "3000", "--sessions", "1000"], 600),
+    (
+        "bench_feed.py",
+        ["--events", "1000000", "--seconds", "20"],
+        ["--events", "50000", "--seconds", "5"],
+        1200,
+    ),
+    # bench_growth: PERFORMANCE.md's figures need --sizes 1000000,2000000,5000000,10000000 (~30 min)
+    (
+        "bench_growth.py",
+        ["--sizes", "250000,1000000", "--plot", "var/bench/growth.svg"],
+        [
+            "--sizes",
+            "30000,60000",
+            "--objects",
+            "2000",
+            "--samples",
+            "20",
+            "--batches",
+            "2",
+            "--runs",
+            "3",
+            "--rounds",
+            "1",
+            "--plot",
+            "var/bench/growth.svg",
+        ],
+        1800,
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from feedback.models import (
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
 from rms import changes, evidence, oplog, policy
+from rms.edges import object_relationships
 from rms.models import MemoryObject, Namespace, Operation, Relationship
 from rms.policy import DEPRECATED
 from rms.replay import state_from_snapshot
@@ -49,6 +51,13 @@ WARM_SECONDS = 150
 #: Set by every overview request; the warming task runs only while someone is watching.
 VIEWED_KEY = "dash:overview-viewed"
 VIEWED_SECONDS = 15 * 60
+
+
+def mark_overview_viewed() -> None:
+    """Someone is watching the overview: keep its cache warm (dashboard.tasks) for a while."""
+    cache.set(VIEWED_KEY, True, VIEWED_SECONDS)
+
+
 #: The beat task's window (feedback.tasks.SNAPSHOT_WINDOW_HOURS); trends compare like with like.
 SNAPSHOT_WINDOW_HOURS = 24
 #: Trend and alert-since history read from the snapshots, in buckets binned by the database.
@@ -504,17 +513,21 @@ def trajectory(obj: MemoryObject, until: datetime | None = None) -> list[Traject
         qs = qs.filter(op_type__in=oplog.STATE_CHANGING)
     if until is not None:
         qs = qs.filter(ts__lte=until)
+    # (ts, seq) is a chain's order and the index's, so the newest points are read from the
+    # index's end instead of sorting the whole chain (rms.api.views.ObjectOperationsView)
     rows = list(
-        qs.order_by("-seq")
+        qs.order_by("-ts", "-seq")
         .annotate(signal=KT("payload__signal_type"))
         .values_list("seq", "ts", "op_type", "signal", "state")[:TRAJECTORY_MAX_POINTS]
     )
     rows.reverse()
     current = None
     if rows and rows[0][4] is None:
+        first_seq, first_ts = rows[0][0], rows[0][1]
         current = (
-            Operation.objects.filter(target_id=obj.pk, seq__lt=rows[0][0], state__isnull=False)
-            .order_by("-seq")
+            Operation.objects.filter(target_id=obj.pk, ts__lte=first_ts, state__isnull=False)
+            .exclude(ts=first_ts, seq__gte=first_seq)
+            .order_by("-ts", "-seq")
             .values_list("state", flat=True)
             .first()
         )
@@ -544,7 +557,7 @@ def operations(obj: MemoryObject, *, op_type: str | None, descending: bool):
     qs = Operation.objects.filter(target_id=obj.pk)
     if op_type:
         qs = qs.filter(op_type=op_type)
-    return qs.order_by("-seq" if descending else "seq")
+    return qs.order_by(*(("-ts", "-seq") if descending else ("ts", "seq")))
 
 
 def objects_by_id(ids) -> dict:
@@ -557,6 +570,40 @@ def objects_by_id(ids) -> dict:
         .filter(pk__in=list(ids))
         .only("id", "content", "epistemic_type", "confidence", "namespace__name")
     }
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """An object's state as of a time (SPEC §6): the operation that set it and its version."""
+
+    op: Operation
+    state: policy.ObjectState
+    version: int
+
+
+def object_as_of(obj: MemoryObject, at: datetime) -> AsOf | None:
+    """The state after the last operation at or before ``at``; None before the object existed.
+    Two indexed reads on (target, ts)."""
+    op = oplog.state_as_of(obj.pk, at)
+    if op is None:
+        return None
+    return AsOf(op, state_from_snapshot(op.state), oplog.version_as_of(obj.pk, at, op))
+
+
+def relationships_of(obj: MemoryObject, now: datetime) -> list[dict]:
+    """The object's relationships (``rms.edges``), each with ``outgoing`` and the ``other``
+    end's object for its label (one query for all the other ends)."""
+    relationships = object_relationships(obj, now)
+    me = str(obj.pk)
+
+    def other_id(r: dict) -> uuid.UUID:
+        return uuid.UUID(r["target"] if r["source"] == me else r["source"])
+
+    others = objects_by_id({other_id(r) for r in relationships})
+    for r in relationships:
+        r["outgoing"] = r["source"] == me
+        r["other"] = others.get(other_id(r))
+    return relationships
 
 
 # --- feedback sessions (SPEC §7) -----------------------------------------------------------------
@@ -685,6 +732,63 @@ def session_changes(session: FeedbackSession, signal_op_ids: set) -> list[Sessio
             )
         )
     return out
+
+
+@dataclass
+class SessionDetail:
+    """A feedback session's page: its injections and signals in order, with the content of
+    their objects, and the changes its signals caused (each with its object)."""
+
+    injections: list[InjectionEvent]
+    signals: list[SignalRecord]
+    changes: list[SessionChange]
+
+
+def session_detail(session: FeedbackSession) -> SessionDetail:
+    """Three queries: injections, signals (each with its object's id and content), changes."""
+    injections = list(
+        InjectionEvent.objects.filter(session=session)
+        .select_related("object")
+        .only(
+            "rank_position",
+            "representation_type",
+            "token_cost",
+            "composite_score",
+            "str_value",
+            "ended_unused",
+            "object__id",
+            "object__content",
+            "object__epistemic_type",
+        )
+        .order_by("rank_position", "id")
+    )
+    signals = list(
+        SignalRecord.objects.filter(feedback_session=session)
+        .select_related("object")
+        .only(
+            "signal_type",
+            "detection_method",
+            "reliability_class",
+            "base_weight",
+            "effective_weight",
+            "effect",
+            "reason",
+            "actor_id",
+            "actor_type",
+            "automatic",
+            "operation_id",
+            "object__id",
+            "object__content",
+        )
+        .order_by("id")
+    )
+    changes = session_changes(session, {s.operation_id for s in signals})
+    contents = {i.object_id: i.object for i in injections} | {
+        s.object_id: s.object for s in signals
+    }
+    for c in changes:
+        c.object = contents.get(c.object_id)
+    return SessionDetail(injections, signals, changes)
 
 
 # --- tasks ---------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from functools import cache as memoize
 from pathlib import Path
 
 from django.contrib import messages
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect, JsonResponse
@@ -28,12 +27,10 @@ from delivery import selectors as delivery_selectors
 from delivery import services as delivery_services
 from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import metrics
-from feedback.models import FeedbackSession, InjectionEvent, SignalRecord, TaskRun
+from feedback.models import FeedbackSession, TaskRun
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
-from rms import changes, oplog, policy, services
-from rms.edges import object_relationships
+from rms import changes, policy, services
 from rms.errors import DomainError, NotFound
-from rms.replay import state_from_snapshot
 
 PER_PAGE = 50
 PER_PAGE_CHOICES = (25, 50, 100, 200)
@@ -113,7 +110,7 @@ def overview(request):
     name = request.GET.get("namespace")
     current = pick_namespace(namespaces, name) if name else None
 
-    cache.set(selectors.VIEWED_KEY, True, selectors.VIEWED_SECONDS)
+    selectors.mark_overview_viewed()
     health, computed_at = selectors.namespace_health(namespaces, window)
     if current is None:
         # Without a choice, open on the namespace that needs attention.
@@ -315,18 +312,17 @@ def object_detail(request, object_id):
     if as_of_raw and as_of is None:
         messages.error(request, f"“{as_of_raw}” is not a date and time.")
     elif as_of is not None:
-        op = oplog.state_as_of(obj.pk, as_of)
-        if op is None:
+        then = selectors.object_as_of(obj, as_of)
+        if then is None:
             as_of_view = {"missing": True, "at": as_of}
         else:
-            s = state_from_snapshot(op.state)
             as_of_view = {
                 "missing": False,
                 "at": as_of,
-                "state": s,
-                "op": op,
-                "version": oplog.version_as_of(obj.pk, as_of),
-                "salience_effective": policy.salience_effective(s, obj.created_at, as_of),
+                "state": then.state,
+                "op": then.op,
+                "version": then.version,
+                "salience_effective": policy.salience_effective(then.state, obj.created_at, as_of),
             }
 
     points = selectors.trajectory(obj)
@@ -342,17 +338,7 @@ def object_detail(request, object_id):
     page = paginator.get_page(request.GET.get("page"))
     ops = [(op, describe_op(op)) for op in page.object_list]
 
-    relationships = object_relationships(obj, now)
-    others = selectors.objects_by_id(
-        {
-            uuid.UUID(r["target"] if r["source"] == str(obj.pk) else r["source"])
-            for r in relationships
-        }
-    )
-    for r in relationships:
-        outgoing = r["source"] == str(obj.pk)
-        r["outgoing"] = outgoing
-        r["other"] = others.get(uuid.UUID(r["target"] if outgoing else r["source"]))
+    relationships = selectors.relationships_of(obj, now)
 
     context = {
         "obj": obj,
@@ -491,54 +477,14 @@ def session_detail(request, session_pk):
     session = visible_session(request.access.client, session_pk)
     if session is None:
         raise Http404("No such feedback session.")
-    injections = list(
-        InjectionEvent.objects.filter(session=session)
-        .select_related("object")
-        .only(
-            "rank_position",
-            "representation_type",
-            "token_cost",
-            "composite_score",
-            "str_value",
-            "ended_unused",
-            "object__id",
-            "object__content",
-            "object__epistemic_type",
-        )
-        .order_by("rank_position", "id")
-    )
-    signals = list(
-        SignalRecord.objects.filter(feedback_session=session)
-        .select_related("object")
-        .only(
-            "signal_type",
-            "detection_method",
-            "reliability_class",
-            "base_weight",
-            "effective_weight",
-            "effect",
-            "reason",
-            "actor_id",
-            "actor_type",
-            "automatic",
-            "operation_id",
-            "object__id",
-            "object__content",
-        )
-        .order_by("id")
-    )
-    changes = selectors.session_changes(session, {s.operation_id for s in signals})
-    contents = {i.object_id: i.object for i in injections} | {
-        s.object_id: s.object for s in signals
-    }
-    for c in changes:
-        c.object = contents.get(c.object_id)
+    detail = selectors.session_detail(session)
+    injections = detail.injections
     total_cost = sum(i.token_cost for i in injections)
     context = {
         "session": session,
         "injections": injections,
-        "signals": signals,
-        "changes": changes,
+        "signals": detail.signals,
+        "changes": detail.changes,
         "total_cost": total_cost,
         "unused_count": sum(1 for i in injections if i.ended_unused),
         "budget_share": (session.tokens_used / session.context_budget)

@@ -10,12 +10,18 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from feedback.utility import UTILITY_START, is_used, utility_update
+from rms import policy
 
-POSITIVE_USE = frozenset({"REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH"})
-POSITIVE = frozenset(POSITIVE_USE | {"CORROBORATED_BY_EXTERNAL"})
-NEGATIVE = frozenset(
-    {"CORRECTED", "CONTRADICTED_BY_OBSERVATION", "TASK_FAILED_WITH", "IGNORED_REPEATEDLY"}
-)
+
+def signals_of_kind(kind: str) -> frozenset[str]:
+    """The signal types of one kind (positive, negative, neutral) in the policy (SPEC §2)."""
+    return frozenset(t for t, spec in policy.SIGNALS.items() if spec.kind == kind)
+
+
+#: ``last_positive_signal`` / ``last_negative_signal`` move with these (SPEC §8).
+POSITIVE = signals_of_kind(policy.POSITIVE)
+NEGATIVE = signals_of_kind(policy.NEGATIVE)
+#: The signals with a total of their own (SPEC §8); "used" is feedback.utility.USED_SIGNALS.
 TOTAL_FIELD = {
     "REFERENCED": "total_referenced",
     "CONFIRMED": "total_confirmed",
@@ -110,6 +116,12 @@ def on_session_end(
         agg.uses += 1
         agg.last_use_at = ts
     agg.utility = utility_update(agg.utility, used, outcome)
+
+
+def is_sweep_candidate(agg: Aggregate, threshold: int) -> bool:
+    """Should the IGNORED_REPEATEDLY sweep examine this object? (SPEC §9: streak ≥ N, and a new
+    session since the last IGNORED_CHECK, so a second run without new sessions writes nothing.)"""
+    return agg.unused_streak >= threshold and agg.unused_sessions > agg.checked_unused_sessions
 
 
 def on_ignored_check(agg: Aggregate, unused_sessions: int) -> None:

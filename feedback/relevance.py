@@ -1,8 +1,9 @@
 """Domain relevance check and the IGNORED_REPEATEDLY decision (SPEC §9, RFC-0009 §7).
 
 Pure: plain values in, plain values out, no Django import. The sweep task loads an object's facts
-and its streak sessions, calls :func:`classify_session` per session and :func:`sweep_decision`
-once, and writes the IGNORED_CHECK (and, if applied, the PENALTY) operation from the result.
+and its streak sessions, calls :func:`classify` per session (on a :class:`Context` it keeps per
+session and a :class:`Subject` per object) and :func:`sweep_decision` once, and writes the
+IGNORED_CHECK (and, if applied, the PENALTY) operation from the result.
 
 Why a relevance check at all: an object injected five times and never used may simply have been
 injected into conversations about something else; that says nothing about the object (RFC-0009
@@ -76,10 +77,78 @@ def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
     return len(set_a & set_b) / len(union)
 
 
-def _normalise_tags(tags: Iterable[str] | None) -> set[str]:
-    # Tags are compared case- and whitespace-insensitively: "Billing" and "billing " are the
-    # same domain to an operator. Blank tags are no tags.
-    return {t.strip().lower() for t in (tags or ()) if t and t.strip()}
+def normalise_tags(tags: Iterable[str] | None) -> frozenset[str]:
+    """Tags as compared: case- and whitespace-insensitive ("Billing" and "billing " are the same
+    domain to an operator); blank tags are no tags."""
+    return frozenset(t.strip().lower() for t in (tags or ()) if t and t.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """A streak session's side of the check, normalised once: a caller that judges one session
+    against many objects (the sweep) builds it once. ``text`` is None when blank."""
+
+    tags: frozenset[str]
+    text: str | None
+    _words: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, context_tags: Iterable[str] | None, context_text: str | None) -> Context:
+        text = context_text if context_text and context_text.strip() else None
+        return cls(normalise_tags(context_tags), text)
+
+    @property
+    def words(self) -> frozenset[str]:
+        """The text's word set, computed on first use (only a text whose tags missed needs it)."""
+        words = self._words
+        if words is None:
+            words = word_set(self.text)
+            object.__setattr__(self, "_words", words)  # a cache: the value never changes
+        return words
+
+
+#: A session with neither tags nor text (or one whose row is missing): "unknown".
+NO_CONTEXT = Context(frozenset(), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """An object's side of the check; its word set is computed only if a text asks for it."""
+
+    tags: frozenset[str]
+    content: str | None
+    _words: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, domain_tags: Iterable[str] | None, content: str | None) -> Subject:
+        return cls(normalise_tags(domain_tags), content)
+
+    @property
+    def words(self) -> frozenset[str]:
+        words = self._words
+        if words is None:
+            words = word_set(self.content)
+            object.__setattr__(self, "_words", words)  # a cache: the value never changes
+        return words
+
+
+def classify(
+    context: Context, subject: Subject, threshold: float = DEFAULT_JACCARD_THRESHOLD
+) -> str:
+    """Was this streak session about the object's domain? (SPEC §9)
+
+    "relevant" if the session's tags share one with the object's ``domain_tags``, or the Jaccard
+    index of the word sets of ``context_text`` and ``content`` is ≥ ``threshold``; "unknown" if the
+    session has neither tags nor (non-blank) text; otherwise "irrelevant".
+    """
+    tags, text = context.tags, context.text
+    if not tags and text is None:
+        return UNKNOWN
+    if tags & subject.tags:
+        return RELEVANT
+    if text is not None and jaccard(context.words, subject.words) >= threshold:
+        return RELEVANT
+    return IRRELEVANT
 
 
 def classify_session(
@@ -89,21 +158,10 @@ def classify_session(
     content: str | None,
     threshold: float = DEFAULT_JACCARD_THRESHOLD,
 ) -> str:
-    """Was this streak session about the object's domain? (SPEC §9)
-
-    "relevant" if the session's tags share one with the object's ``domain_tags``, or the Jaccard
-    index of the word sets of ``context_text`` and ``content`` is ≥ ``threshold``; "unknown" if the
-    session has neither tags nor (non-blank) text; otherwise "irrelevant".
-    """
-    session_tags = _normalise_tags(context_tags)
-    has_text = bool(context_text and context_text.strip())
-    if not session_tags and not has_text:
-        return UNKNOWN
-    if session_tags & _normalise_tags(domain_tags):
-        return RELEVANT
-    if has_text and jaccard(word_set(context_text), word_set(content)) >= threshold:
-        return RELEVANT
-    return IRRELEVANT
+    """:func:`classify` on plain values."""
+    return classify(
+        Context.of(context_tags, context_text), Subject.of(domain_tags, content), threshold
+    )
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from datetime import datetime
 
 from django.db import connection
 from django.db.models import Count, Q, Subquery, Sum
+from django.utils import timezone
 
-from feedback import aggregates, metrics
+from feedback import aggregates, metrics, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -18,7 +19,9 @@ from feedback.models import (
     SessionNamespace,
     TaskRun,
 )
-from rms.models import MemoryObject
+from rms import services as core
+from rms.errors import DomainError, Forbidden
+from rms.models import ApiClient, MemoryObject, Namespace
 from rms.policy import DEPRECATED
 from rms.replay import iso
 
@@ -253,3 +256,49 @@ def task_run_gauges():
     for kind, state, n in rows:
         runs.add_metric([kind, state], n)
     return [runs]
+
+
+def rank_candidates(
+    client: ApiClient, namespace: str, candidates: list[dict], *, now: datetime | None = None
+) -> dict:
+    """The SPEC §12 ranking of ``candidates`` (``object_id``, ``similarity``) in ``namespace``:
+    similarity, hotness (uses, not injections) and utility, weighted by the namespace's weights;
+    best first, ties by object id. 403 for a namespace the client may not read, 400 for an
+    unknown namespace or a candidate outside it, 409 when the namespace's weights are invalid.
+    Read-only: two queries (objects, aggregates) after the namespace."""
+    if not client.can_see(namespace):
+        raise Forbidden(f"You may not read namespace {namespace!r}.")
+    ns = Namespace.objects.filter(name=namespace).first()
+    if ns is None:
+        raise DomainError(
+            "unknown_namespace",
+            f"Namespace {namespace!r} does not exist.",
+            400,
+            {"namespace": ["Unknown namespace."]},
+        )
+    ids = [c["object_id"] for c in candidates]
+    objs = core.visible_objects(client, ids, "candidates", namespace=ns)
+    aggs = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=ids)}
+    try:
+        weights = utility.resolve_weights(ns.weights or None)
+    except ValueError as exc:
+        raise DomainError("bad_namespace_weights", str(exc), 409) from exc
+    now = now or timezone.now()
+    results = []
+    for cand in candidates:
+        obj, agg = objs[cand["object_id"]], aggs.get(cand["object_id"])
+        uses = agg.uses if agg else 0
+        util = agg.utility if agg else utility.UTILITY_START
+        hot = utility.hotness(uses, agg.last_use_at if agg else None, obj.created_at, now)
+        results.append(
+            {
+                "object_id": str(obj.pk),
+                "score": utility.rank_score(cand["similarity"], hot, util, weights),
+                "similarity": cand["similarity"],
+                "hotness": hot,
+                "utility": util,
+                "confidence": obj.confidence,
+            }
+        )
+    results.sort(key=lambda r: (-r["score"], r["object_id"]))
+    return {"namespace": ns.name, "results": results}

@@ -6,13 +6,15 @@ confidence only through ``rms.policy`` (the same functions the live services and
 ranks only through ``feedback.utility``, so a result is a function of its arguments alone and the
 same seed gives an identical, JSON-serialisable result dict.
 
+The RFC-0008 §11 benchmark suite's exact checks are here; its replay of 100 objects needs the
+stored log, so ``feedback.suite`` runs them together with that check on the database.
+
 Each simulation accepts ``progress(fraction)``, called with a non-decreasing fraction in (0, 1]
 that ends at 1.0, so a worker can report how far it got.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -34,7 +36,6 @@ from rms.policy import (
     ASSERTED,
     CONDITIONAL,
     CORRECTED_FLOOR,
-    DEPRECATED,
     GLOBAL_CEILING,
     HYPOTHETICAL,
     INFERRED,
@@ -47,10 +48,8 @@ from rms.policy import (
     Signal,
     apply_signal,
     ceiling_for,
-    change_condition,
     initial_state,
     resolve_detection_method,
-    transition,
 )
 
 Progress = Callable[[float], None]
@@ -567,7 +566,8 @@ def precision_simulation(
 # --- RFC-0008 §11 benchmark suite -----------------------------------------------------------------
 
 
-def _check(name: str, title: str, passed: bool, measured: dict) -> dict:
+def check_result(name: str, title: str, passed: bool, measured: dict) -> dict:
+    """One benchmark check as the suite reports it."""
     return {"name": name, "title": title, "passed": bool(passed), "measured": measured}
 
 
@@ -599,7 +599,7 @@ def _check_asymptote() -> dict:
             "max_confidence": highest,
             "final_confidence": state.confidence,
         }
-    return _check(
+    return check_result(
         "asymptote",
         "1000 CONFIRMED signals never take confidence above 0.97 (or the type's ceiling).",
         ok and measured[OBSERVED]["max_confidence"] <= 0.97,
@@ -650,7 +650,7 @@ def _check_session_cap() -> dict:
         and all(g == 0.0 for g in gammas[capped_after + 1 :])
         and fresh.payload["gamma_effective"] > 0
     )
-    return _check(
+    return check_result(
         "session_cap",
         "Signals in one session stop at Σγ_eff = 0.40; a new session has room again.",
         passed,
@@ -724,7 +724,7 @@ def _check_independence() -> dict:
         a <= b for a, b in zip(with_pair, without_pair, strict=True)
     )
     passed = passed and with_pair[-1] < without_pair[-1]
-    return _check(
+    return check_result(
         "independence_discount",
         "An AI agent with no or shared evidence gets ×0.4; disjoint evidence or a human, full "
         "weight; a correlated pair moves confidence less than an independent one.",
@@ -771,7 +771,7 @@ def _check_corrected_floor() -> dict:
         and single == CORRECTED_FLOOR
         and below == 0.03
     )
-    return _check(
+    return check_result(
         "corrected_floor",
         "Repeated CORRECTED never goes below 0.05 and never raises confidence.",
         passed,
@@ -786,201 +786,35 @@ def _check_corrected_floor() -> dict:
     )
 
 
-_REPLAY_SIGNALS = tuple(SIGNALS)
-_REPLAY_ACTORS = (
-    ("user-1", "HUMAN_USER"),
-    ("user-2", "HUMAN_USER"),
-    ("agent-a", "AI_AGENT"),
-    ("agent-b", "AI_AGENT"),
-    ("system", "SYSTEM_PROCESS"),
-    ("crosscheck", "EXTERNAL_CONNECTOR"),
+#: The exact RFC-0008 §11 checks, each with its weight in the progress (the asymptote's 5,000
+#: signals take longest). The replay of 100 objects (SPEC §14) needs the stored log:
+#: ``feedback.suite`` runs it after these.
+EXACT_CHECKS: tuple[tuple[int, Callable[[], dict]], ...] = (
+    (4, _check_asymptote),
+    (1, _check_session_cap),
+    (1, _check_independence),
+    (1, _check_corrected_floor),
 )
-_REPLAY_EVIDENCE = ("e1", "e2", "e3", "e4", "e5")
 
 
-def _replay_history(rng: random.Random, objects: int, events: int) -> tuple[list, list]:
-    """Random creations and a random interleaved event log, as JSON-able rows."""
-    created = []
-    for j in range(objects):
-        epistemic_type = rng.choice(_STABILITY_TYPES)
-        created.append(
-            {
-                "object_id": f"replay-{j:03d}",
-                "epistemic_type": epistemic_type,
-                "condition_state": rng.choice(("UNKNOWN", "TRUE"))
-                if epistemic_type == CONDITIONAL
-                else None,
-                "evidence_ids": sorted(rng.sample(_REPLAY_EVIDENCE, rng.randint(0, 2))),
-            }
-        )
-    log = []
-    for k in range(events):
-        target = created[rng.randrange(objects)]
-        roll = rng.random()
-        ts = (EPOCH + timedelta(seconds=17 * k)).isoformat()
-        if roll < 0.03 and target["epistemic_type"] == CONDITIONAL:
-            log.append(
-                {
-                    "op": "CONDITION_CHANGED",
-                    "object_id": target["object_id"],
-                    "condition_state": rng.choice(("TRUE", "FALSE", "UNKNOWN", "EXPIRED")),
-                    "ts": ts,
-                }
-            )
-            continue
-        if roll > 0.995:
-            log.append({"op": "DEPRECATE", "object_id": target["object_id"], "ts": ts})
-            continue
-        signal_type = rng.choice(_REPLAY_SIGNALS)
-        if signal_type == "IGNORED_REPEATEDLY":
-            actor_id, actor_type, method = "ignored-sweep", "SYSTEM_PROCESS", "injection_tracking"
-        else:
-            actor_id, actor_type = rng.choice(_REPLAY_ACTORS)
-            method = rng.choice((None, None, "response_analysis", "implicit_behavioural"))
-        log.append(
-            {
-                "op": "SIGNAL",
-                "object_id": target["object_id"],
-                "signal_type": signal_type,
-                "detection_method": method,
-                "actor_id": actor_id,
-                "actor_type": actor_type,
-                "session_id": f"s-{rng.randrange(40)}",
-                "evidence_ids": sorted(rng.sample(_REPLAY_EVIDENCE, rng.randint(0, 2))),
-                "ts": ts,
-            }
-        )
-    return created, log
-
-
-def _fold(created: dict, rows: Sequence[dict]) -> ObjectState:
-    """Fold one object's rows in order through the policy, from its creation."""
-    state = initial_state(
-        epistemic_type=created["epistemic_type"],
-        condition_state=created["condition_state"],
-        evidence_ids=created["evidence_ids"],
-    )
-    tallies: dict[str, SessionTally] = {}
-    for row in rows:
-        state = _step(state, row, tallies)
-    return state
-
-
-def _step(state: ObjectState, row: dict, tallies: dict[str, SessionTally]) -> ObjectState:
-    if row["op"] == "CONDITION_CHANGED":
-        if state.epistemic_type == DEPRECATED:
-            return state
-        return change_condition(state, row["condition_state"])
-    if row["op"] == "DEPRECATE":
-        return state if state.epistemic_type == DEPRECATED else transition(state, DEPRECATED)
-    signal = _signal(
-        row["signal_type"],
-        actor_id=row["actor_id"],
-        actor_type=row["actor_type"],
-        session_id=row["session_id"],
-        ts=datetime.fromisoformat(row["ts"]),
-        detection_method=row["detection_method"],
-        evidence_ids=row["evidence_ids"],
-    )
-    outcome = apply_signal(state, signal, tallies.get(row["session_id"], SessionTally()))
-    if outcome.effect != "rejected":
-        # SPEC §3: rejected signals count for nothing, not for n and not for the cap.
-        tallies[row["session_id"]] = outcome.tally
-    return outcome.state
-
-
-def _fingerprint(state: ObjectState) -> tuple:
-    # float.hex makes "identical" mean bit-identical (it tells 0.0 from -0.0, unlike ==).
-    return (
-        state.epistemic_type,
-        state.condition_state,
-        state.confidence.hex(),
-        state.salience_base.hex(),
-        state.reinforcement_boost.hex(),
-        state.reinforcement_count,
-        state.last_reinforced_at.isoformat() if state.last_reinforced_at else None,
-        state.evidence_ids,
-    )
-
-
-def _check_replay(
-    rng: random.Random,
-    objects: int = 100,
-    events: int = 3000,
-    progress: Progress | None = None,
-) -> dict:
-    """Live interleaved processing vs folding each object's log from scratch, twice;
-    ``progress`` gets the share of objects replayed."""
-    created, log = _replay_history(rng, objects, events)
-    by_id = {c["object_id"]: c for c in created}
-
-    # "Live": one pass over the interleaved log, states and per-(object, session) tallies in memory.
-    live_states = {c["object_id"]: _fold(c, ()) for c in created}
-    live_tallies: dict[str, dict[str, SessionTally]] = {c["object_id"]: {} for c in created}
-    for row in log:
-        oid = row["object_id"]
-        live_states[oid] = _step(live_states[oid], row, live_tallies[oid])
-
-    # Replay: the log as stored (JSON round trip), folded per object, twice from scratch.
-    stored = json.loads(json.dumps(log, sort_keys=True))
-    mismatches = 0
-    for number, (oid, creation) in enumerate(by_id.items(), 1):
-        _report(progress, number / len(by_id))
-        rows = [row for row in stored if row["object_id"] == oid]
-        first = _fingerprint(_fold(creation, rows))
-        second = _fingerprint(_fold(json.loads(json.dumps(creation)), rows))
-        if not first == second == _fingerprint(live_states[oid]):
-            mismatches += 1
-    effects = sorted({row["signal_type"] for row in log if row["op"] == "SIGNAL"})
-    return _check(
-        "replay",
-        "Folding 100 objects' random histories from scratch reproduces the live states "
-        "bit-identically.",
-        mismatches == 0,
-        {
-            "objects": objects,
-            "operations": len(log),
-            "mismatches": mismatches,
-            "signal_types_exercised": len(effects),
-            "mean_final_confidence": math.fsum(s.confidence for s in live_states.values())
-            / objects,
-        },
-    )
-
-
-def benchmark_suite(seed: int = DEFAULT_SEED, *, progress: Progress | None = None) -> dict:
-    """The RFC-0008 §11 benchmark checks (SPEC §14), each with its measured numbers.
-
-    Only the replay check is random (its histories come from ``seed``); the others are exact
-    scenarios. The DB-backed replay of stored objects is verify_replay's job, not this one.
-    """
-    rng = random.Random(seed)
-    # (share of the run, check): the replay check takes most of the time and reports within
-    exact = [
-        (0.2, _check_asymptote),
-        (0.05, _check_session_cap),
-        (0.05, _check_independence),
-        (0.05, _check_corrected_floor),
-    ]
+def exact_checks(progress: Progress | None = None) -> list[dict]:
+    """Run the exact benchmark checks (no randomness); ``progress`` ends at 1.0."""
+    total = sum(weight for weight, _ in EXACT_CHECKS)
     checks = []
-    done = 0.0
-    for share, step in exact:
-        checks.append(step())
-        done += share
-        _report(progress, done)
-    checks.append(_check_replay(rng, progress=lambda f: _report(progress, done + (1.0 - done) * f)))
-    return {
-        "simulation": "benchmark_suite",
-        "seed": seed,
-        "passed": all(check["passed"] for check in checks),
-        "checks": checks,
-    }
+    done = 0
+    for weight, run in EXACT_CHECKS:
+        checks.append(run())
+        done += weight
+        _report(progress, done / total)
+    return checks
 
 
 __all__ = [
     "DEFAULT_SEED",
-    "benchmark_suite",
+    "EXACT_CHECKS",
+    "check_result",
     "confidence_distribution",
+    "exact_checks",
     "precision_simulation",
     "stability_simulation",
     "stability_verdict",

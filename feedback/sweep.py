@@ -20,11 +20,12 @@ ends in the same state as one clean run. Nothing here retries; the task that cal
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import queue
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,8 +34,7 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from feedback import aggregates, relevance
-from feedback.ingest import OBJECT_FIELDS
+from feedback import aggregates, enqueue, relevance
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
 from rms import bulk, fetch, gcpause, oplog, policy
@@ -54,6 +54,8 @@ MIN_PROGRESS_CHUNK = 20
 #: Chunks handled at once, each in its own thread and database connection (PostgreSQL only).
 #: Two overlap the Python half of one chunk with the PostgreSQL half of another on two cores.
 WORKERS = 2
+#: Seconds a thread's connection closer waits for the others (they start within milliseconds).
+CLOSE_TIMEOUT = 10
 SIGNAL_TYPE = "IGNORED_REPEATEDLY"
 DETECTION_METHOD = "injection_tracking"
 ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
@@ -61,10 +63,10 @@ ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 SESSION_ID = "ignored-sweep"
 
 
-def is_candidate(agg: aggregates.Aggregate, threshold: int) -> bool:
-    """Should the sweep examine this object? (SPEC §9: streak ≥ N, and a new session since the
-    last IGNORED_CHECK, so a second run without new sessions writes nothing.)"""
-    return agg.unused_streak >= threshold and agg.unused_sessions > agg.checked_unused_sessions
+#: Kept while ``feedback.ingest`` reads it here; the rule is ``aggregates.is_sweep_candidate``.
+is_candidate = aggregates.is_sweep_candidate
+#: Every column a write of the sweep may change on an object.
+OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
 
 def candidates(namespace: Namespace | str | None = None, object_ids: Iterable | None = None):
@@ -195,79 +197,69 @@ def _run_chunk(ids: list, now: datetime | None, contexts: _Contexts) -> Summary:
 
 
 def _run_threaded(pages, now: datetime | None, workers: int, chunk_done) -> None:
-    """Hand the pages to ``workers`` threads, each with its own connection and session-context
-    cache; report each finished chunk from this thread. At most two pages per thread wait in the
-    queue (memory stays bounded). The first error stops the hand-out, lets the running chunks
-    finish or roll back, and is raised here: committed chunks stay, as in a single-thread run.
+    """Hand the pages to a pool of ``workers`` threads, each with its own connection and
+    session-context cache; report each finished chunk from this thread. At most two pages per
+    thread are submitted and not yet finished (memory stays bounded). The first error stops the
+    hand-out: chunks not yet started never run, running ones finish or roll back, and the error
+    is raised here; committed chunks stay, as in a single-thread run.
     """
-    todo: queue.Queue = queue.Queue(maxsize=2 * workers)
-    finished: queue.Queue = queue.Queue()
+    local = threading.local()
     stop = threading.Event()
 
-    def work() -> None:
-        contexts = _Contexts()
+    def start_thread() -> None:
+        local.contexts = _Contexts()
+
+    def run(ids: list) -> tuple[int, Summary | None]:
+        if stop.is_set():  # an earlier chunk failed: hand this one back untouched
+            return 0, None
         try:
-            while True:
-                ids = todo.get()
-                if ids is None:
-                    return
-                if stop.is_set():  # an earlier chunk failed: hand this one back untouched
-                    finished.put((0, None, None))
-                    continue
-                try:
-                    finished.put((len(ids), _run_chunk(ids, now, contexts), None))
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                    stop.set()
-                    finished.put((0, None, exc))
-        finally:
-            connection.close()  # this thread's own connection
+            return len(ids), _run_chunk(ids, now, local.contexts)
+        except BaseException:
+            stop.set()
+            raise
 
-    threads = [
-        threading.Thread(target=work, name=f"sweep-{i}", daemon=True) for i in range(workers)
-    ]
-    for thread in threads:
-        thread.start()
-    sent = received = 0
-    error = None
+    def report(done: set[Future]) -> None:
+        for future in done:
+            size, part = future.result()  # a chunk's error is raised here
+            if part is not None:
+                chunk_done(size, part)
 
-    def collect(block: bool) -> None:
-        nonlocal received, error
-        while received < sent:
-            try:
-                size, part, exc = finished.get(block=block)
-            except queue.Empty:
-                return
-            received += 1
-            if exc is not None:
-                error = error or exc
-            elif part is not None and not stop.is_set():
-                chunk_done(size, part)  # never again once something failed: it may raise again
-            block = False
-
+    executor = ThreadPoolExecutor(
+        max_workers=workers, thread_name_prefix="sweep-worker", initializer=start_thread
+    )
+    pending: set[Future] = set()
     try:
         for ids in pages:
-            if stop.is_set():
-                break
-            while True:
-                try:
-                    todo.put(ids, timeout=0.05)
-                    break
-                except queue.Full:
-                    collect(block=False)
-            sent += 1
-            collect(block=False)
-    except BaseException:
-        stop.set()  # the candidate query or a progress report failed: hand out nothing more
-        raise
+            pending.add(executor.submit(run, ids))
+            while len(pending) >= 2 * workers:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                report(done)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            report(done)
     finally:
-        for _ in threads:
-            todo.put(None)
-        while received < sent:
-            collect(block=True)
-        for thread in threads:
-            thread.join()
-    if error is not None:
-        raise error
+        # After an error (a chunk's, the candidate query's or a progress report's) nothing more
+        # is reported: chunks not started are cancelled, running ones are waited for.
+        stop.set()
+        for future in pending:
+            future.cancel()
+        wait(pending)
+        _close_connections(executor, workers)
+        executor.shutdown(wait=True)
+
+
+def _close_connections(executor: ThreadPoolExecutor, threads: int) -> None:
+    """Close the database connection of each of the pool's threads: one closer per thread, each
+    held at a barrier until all have started, so no thread runs two of them."""
+    barrier = threading.Barrier(threads)
+
+    def close_here() -> None:
+        connection.close()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(CLOSE_TIMEOUT)
+
+    for _ in range(threads):
+        executor.submit(close_here)
 
 
 # --- one chunk ------------------------------------------------------------------------------------
@@ -288,7 +280,7 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
     todo: list[tuple[MemoryObject, aggregates.Aggregate]] = []
     for obj in objects.values():
         agg = store.get(obj.pk)
-        if is_candidate(agg, obj.namespace.ignore_threshold):
+        if aggregates.is_sweep_candidate(agg, obj.namespace.ignore_threshold):
             todo.append((obj, agg))
     if not todo:
         return
@@ -321,8 +313,9 @@ def _check_object(
 ) -> relevance.SweepDecision:
     ns = obj.namespace
     streak = agg.unused_streak
-    subject = _Subject(obj)
-    classifications = [contexts.classify(s, subject, ns.relevance_threshold) for s in sessions]
+    subject = relevance.Subject.of(obj.domain_tags, obj.content)
+    threshold = ns.relevance_threshold
+    classifications = [relevance.classify(contexts.get(s), subject, threshold) for s in sessions]
     # Fewer recorded injections than the streak would be a broken invariant (every session that
     # grows the streak stores its injection). Sessions we cannot see are sessions we cannot
     # judge: "unknown", as RFC-0009 §7 treats them, and said in the payload.
@@ -438,46 +431,16 @@ def _streak_sessions(streaks: dict) -> dict[object, list]:
     return out
 
 
-class _Subject:
-    """An object's side of the relevance check, each part computed at most once."""
-
-    __slots__ = ("obj", "_tags", "_words")
-
-    def __init__(self, obj: MemoryObject) -> None:
-        self.obj = obj
-        self._tags = None
-        self._words = None
-
-    @property
-    def tags(self) -> set[str]:
-        if self._tags is None:
-            self._tags = relevance._normalise_tags(self.obj.domain_tags)
-        return self._tags
-
-    @property
-    def words(self) -> frozenset[str]:
-        if self._words is None:
-            self._words = relevance.word_set(self.obj.content)
-        return self._words
-
-
 class _Contexts:
-    """The streak sessions' context, kept for the whole run: a session's tags and text never
-    change once recorded, and one session is a streak session of many objects in many chunks.
-
-    :meth:`classify` answers exactly what :func:`relevance.classify_session` answers for the
-    session's ``context_tags``/``context_text`` and the object's ``domain_tags``/``content``
-    (``tests/feedback/test_sweep.py`` pins the two together); it only avoids normalising tags and
-    tokenising a text again for every (session, object) pair.
-    """
+    """The streak sessions' :class:`relevance.Context`, kept for the whole run: a session's tags
+    and text never change once recorded, and one session is a streak session of many objects in
+    many chunks, so each is normalised (and its text tokenised) once."""
 
     #: Sessions kept at most; beyond this the cache starts over (memory stays bounded).
     MAX_SESSIONS = 200_000
 
     def __init__(self) -> None:
-        # session id -> (normalised tags, text or None when blank)
-        self._sessions: dict = {}
-        self._words: dict = {}
+        self._sessions: dict[str, relevance.Context] = {}
 
     def load(self, session_ids: set) -> None:
         missing = [s for s in session_ids if s not in self._sessions]
@@ -485,55 +448,22 @@ class _Contexts:
             return
         if len(self._sessions) + len(missing) > self.MAX_SESSIONS:
             self._sessions.clear()
-            self._words.clear()
             missing = list(session_ids)
         rows = FeedbackSession.objects.filter(pk__in=missing).values_list(
             "pk", "context_tags", "context_text"
         )
         for pk, tags, text in rows:
-            self.add(str(pk), tags, text)
+            self._sessions[str(pk)] = relevance.Context.of(tags, text)
 
-    def add(self, session_id, context_tags, context_text) -> None:
-        self._sessions[session_id] = (
-            relevance._normalise_tags(context_tags),
-            context_text if context_text and context_text.strip() else None,
-        )
-
-    def classify(self, session_id, subject: _Subject, threshold: float) -> str:
+    def get(self, session_id: str) -> relevance.Context:
         # A session row we cannot find is one we cannot judge: "unknown".
-        tags, text = self._sessions.get(session_id, (None, None))
-        if not tags and text is None:
-            return relevance.UNKNOWN
-        if tags & subject.tags:
-            return relevance.RELEVANT
-        if text is not None:
-            words = self._words.get(session_id)
-            if words is None:
-                words = self._words[session_id] = relevance.word_set(text)
-            if relevance.jaccard(words, subject.words) >= threshold:
-                return relevance.RELEVANT
-        return relevance.IRRELEVANT
+        return self._sessions.get(session_id, relevance.NO_CONTEXT)
 
 
 # --- the after-session trigger --------------------------------------------------------------------
 
 
 def enqueue_sweep(object_ids: Iterable) -> None:
-    """Queue a sweep of these objects on the worker. Call only after commit (``on_commit``).
-
-    The periodic sweep catches anything this misses, so nothing here is retried: without the
-    task module it logs and returns; a broker error propagates to ``on_commit``, which ingestion
-    registers with ``robust=True`` so it is logged and the committed request still succeeds.
-    """
-    ids = [str(i) for i in object_ids]
-    if not ids:
-        return
-    try:
-        from feedback.tasks import sweep_objects
-    except ImportError:
-        logger.warning("feedback.tasks.sweep_objects is unavailable; %d object(s) wait", len(ids))
-        return
-    # One quick retry: with the broker down, ingestion must not wait on it (issue 15).
-    from feedback.taskruns import PUBLISH_RETRY
-
-    sweep_objects.apply_async((ids,), retry=True, retry_policy=PUBLISH_RETRY)
+    """Deprecated spelling of :func:`feedback.enqueue.sweep_objects`, kept while
+    ``feedback.ingest`` calls it."""
+    enqueue.sweep_objects(object_ids)

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from feedback import simulations
+from feedback import enqueue, simulations
 from feedback.models import TaskRun
 from rms import telemetry
 from rms.errors import DomainError, Forbidden
@@ -192,27 +192,21 @@ def task_start(*, client: ApiClient, kind: Any, params: Any) -> TaskRun:
     clean = validate_params(kind, params)
     with transaction.atomic():
         run = TaskRun.objects.create(kind=kind, params=clean, created_by=client.name)
-        enqueue(run)
+        send_on_commit(run)
     return run
 
 
-def enqueue(run: TaskRun) -> None:
+def send_on_commit(run: TaskRun) -> None:
     """Send ``run_task`` for ``run`` once the current transaction commits."""
     run_id = run.pk
     transaction.on_commit(lambda: send(run_id))
 
 
-#: One quick retry of a publish, so a broker outage costs a request well under a second.
-PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
-
-
 def send(run_id) -> bool:
     """Publish ``run_task`` for a committed run and stamp ``sent_at``; False (logged and
     counted, never raised) when the broker is unreachable."""
-    from feedback.tasks import run_task  # tasks imports this module
-
     try:
-        run_task.apply_async((str(run_id),), retry=True, retry_policy=PUBLISH_RETRY)
+        enqueue.run_task(run_id)
     except Exception as exc:  # kombu/redis/socket errors: the broker cannot take it now
         telemetry.incr(telemetry.TASK_SEND_FAILURES)
         logger.warning("task run %s not sent (the reconciler will retry): %s", run_id, exc)

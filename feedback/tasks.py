@@ -1,5 +1,8 @@
 """Celery tasks (STYLE §6–§8): thin — ids and JSON in, re-fetch, call one domain function.
 
+The leaf of the import graph: this module imports the domain modules and none of them imports
+it; code that queues a task goes through ``feedback.enqueue``.
+
 Delivery is at least once (``acks_late`` with ``reject_on_worker_lost``: a message whose worker
 died is delivered again), so every task is idempotent first:
 
@@ -32,7 +35,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F, Q
 from django.utils import timezone
 
-from feedback import alerts, heartbeat, rebuild, selectors, simulations, taskruns
+from feedback import alerts, heartbeat, rebuild, selectors, simulations, suite, sweep, taskruns
 from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
 from rms import telemetry, verification
 from rms.errors import DomainError
@@ -121,10 +124,8 @@ def _namespace(params: dict) -> Namespace | None:
 
 
 def _ignored_sweep(params: dict, progress: Progress) -> dict:
-    from feedback.sweep import sweep  # written beside this module; imported when used
-
     with telemetry.SWEEP_DURATION.time():
-        return sweep(namespace=_namespace(params), progress=progress)
+        return sweep.sweep(namespace=_namespace(params), progress=progress)
 
 
 def _rebuild_aggregates(params: dict, progress: Progress) -> dict:
@@ -180,7 +181,7 @@ def _precision(params: dict, progress: Progress) -> dict:
 
 
 def _benchmark(params: dict, progress: Progress) -> dict:
-    return simulations.benchmark_suite(progress=progress, **params)
+    return suite.benchmark_suite(progress=progress, **params)
 
 
 def _metric_snapshot(params: dict, progress: Progress) -> dict:
@@ -328,8 +329,6 @@ def sweep_objects(self, object_ids: list[str]) -> dict:
     only when its streak has grown since its last check); retries transient database errors
     with backoff, at most MAX_RETRIES times.
     """
-    from feedback.sweep import sweep
-
     ids = []
     for value in object_ids:
         try:
@@ -338,7 +337,7 @@ def sweep_objects(self, object_ids: list[str]) -> dict:
             logger.warning("sweep_objects: ignoring malformed object id %r", value)
     if not ids:
         return {}
-    return _json(sweep(object_ids=ids))
+    return _json(sweep.sweep(object_ids=ids))
 
 
 @shared_task(**TASK_OPTIONS)

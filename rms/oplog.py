@@ -491,7 +491,15 @@ def state_as_of(target_id, as_of: datetime) -> Operation | None:
     )
 
 
-def version_as_of(target_id, as_of: datetime) -> int:
-    """Operations on the chain up to ``as_of``: the version then (fact operations store no
-    state, so the last stored state's own version can be older)."""
-    return Operation.objects.filter(target_id=target_id, ts__lte=as_of).count()
+def version_as_of(target_id, as_of: datetime, state_op: Operation | None = None) -> int:
+    """Operations on the chain up to ``as_of``: the version then. Fact operations store no
+    state, so the last stored state's own version can be older: given that operation
+    (``state_as_of``), the version is its state's plus the operations after it up to ``as_of``
+    (a few index entries) instead of a count of the whole chain so far."""
+    chain = Operation.objects.filter(target_id=target_id, ts__lte=as_of)
+    stored = (state_op.state or {}).get("version") if state_op is not None else None
+    if not isinstance(stored, int):
+        return chain.count()
+    # A chain's (ts, seq) order is its order (ts never goes back on a chain).
+    after = chain.filter(ts__gte=state_op.ts).exclude(ts=state_op.ts, seq__lte=state_op.seq)
+    return stored + after.count()

@@ -3,12 +3,17 @@ a test has its OBJECT_CREATED operation and a valid chain."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
+
 import factory
 from django.contrib.auth import get_user_model
 
+from feedback import aggregates
+from feedback.models import FeedbackAggregate
 from rms import services
 from rms.api.auth import new_token, token_digest
-from rms.models import ApiClient, Namespace
+from rms.models import ApiClient, MemoryObject, Namespace, Operation
 
 
 class NamespaceFactory(factory.django.DjangoModelFactory):
@@ -39,3 +44,157 @@ def make_object(client: ApiClient, namespace: str = "support", **fields):
     item = {"namespace": namespace, "content": "Alice prefers Python", "epistemic_type": "ASSERTED"}
     item.update(fields)
     return services.object_create(client=client, items=[item])[0]
+
+
+# --- feedback sessions through the API ------------------------------------------------------------
+
+#: The origin of the session helpers' times: objects at T0, a session ``hours`` h after it.
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def make_objects(api, n=3, **kw) -> list[str]:
+    """``n`` ASSERTED objects in ``support`` created at T0 through the API; their ids."""
+    items = [
+        {
+            "namespace": "support",
+            "content": f"fact {i}",
+            "epistemic_type": "ASSERTED",
+            "ts": T0.isoformat(),
+            **kw,
+        }
+        for i in range(n)
+    ]
+    return [o["id"] for o in api.post("/api/v1/objects", items, format="json").json()]
+
+
+def session(request_id, injections, signals=(), *, budget=1000, outcome=None, hours=1, **kw):
+    """A session body: ``injections`` as (object id, token cost), ``signals`` as (object id,
+    signal type[, extra fields])."""
+    body = {
+        "session_id": kw.pop("session_id", f"conv-{request_id}"),
+        "request_id": request_id,
+        "namespace_scope": ["support"],
+        "context_budget": budget,
+        "tokens_used": 100,
+        "ts": (T0 + timedelta(hours=hours)).isoformat(),
+        "injections": [
+            {"object_id": oid, "token_cost": cost, "rank_position": i + 1, "composite_score": 0.5}
+            for i, (oid, cost) in enumerate(injections)
+        ],
+        "signals": [
+            {"object_id": oid, "signal_type": st, **extra}
+            for oid, st, *rest in signals
+            for extra in [rest[0] if rest else {}]
+        ],
+        **kw,
+    }
+    if outcome:
+        body["outcome"] = outcome
+    return body
+
+
+def post(api, body):
+    return api.post("/api/v1/feedback-sessions", body, format="json")
+
+
+# --- IGNORED_REPEATEDLY streaks (SPEC §9) ---------------------------------------------------------
+
+#: The sweeps' check time: after every session the helpers post.
+SWEEP_NOW = T0 + timedelta(days=30)
+REFUND_CONTENT = "Refunds for annual plans are prorated monthly"
+# word sets: {refunds, annual, plans, prorated, monthly} and
+# {customer, asks, whether, annual, plan, refunds, prorated}: 3 shared of 9 → 1/3 ≥ 0.2
+REFUND_TEXT = "The customer asks whether annual plan refunds are prorated"
+
+
+def new_object(api, content=REFUND_CONTENT, ns="support", **fields):
+    obj = make_object(api.row, ns, content=content, ts=T0, **fields)
+    return obj.pk
+
+
+def unused_session(api, ids, hour, *, tags=None, text=None, ns="support", signals=()):
+    """A session injecting ``ids`` at T0 + ``hour`` h; without signals each ends UNUSED."""
+    body = session(
+        f"r-{uuid.uuid4().hex[:12]}",
+        [(str(i), 10) for i in ids],
+        [(str(oid), kind) for oid, kind in signals],
+        hours=hour,
+        namespace_scope=[ns],
+    )
+    if tags is not None:
+        body["context_tags"] = tags
+    if text is not None:
+        body["context_text"] = text
+    response = post(api, body)
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def streak(api, ids, n, *, start=1, **context):
+    """``n`` sessions, one an hour from ``start``, in which ``ids`` end UNUSED."""
+    for hour in range(start, start + n):
+        unused_session(api, ids, hour, **context)
+
+
+def aggregate(oid) -> FeedbackAggregate:
+    return FeedbackAggregate.objects.get(object_id=oid)
+
+
+def chain(oid) -> list[Operation]:
+    return list(Operation.objects.filter(target_id=oid).order_by("seq"))
+
+
+def ignored_checks(oid) -> list[dict]:
+    return [op.payload for op in chain(oid) if op.op_type == "IGNORED_CHECK"]
+
+
+#: One object per sweep outcome: (label, fields); the label is also its content unless given.
+CRASH_CASES = [
+    ("tag", {"domain_tags": ["billing"]}),
+    ("text", {"content": REFUND_CONTENT, "domain_tags": ["x"]}),
+    ("irrelevant", {"content": "Lisbon weather", "domain_tags": ["weather"]}),
+    ("unknown", {"content": "no context ever"}),
+    ("pinned", {"content": "pinned fact"}),
+    ("permanent", {"content": "permanent fact", "decay_profile": "PERMANENT"}),
+    ("long", {"content": "seven sessions", "domain_tags": ["billing"]}),
+]
+
+
+def build_sweep_twin(api, admin, ns: str) -> dict:
+    """The same objects and sessions in namespace ``ns`` (content keys the comparison), so two
+    namespaces swept differently can be compared with :func:`sweep_state`."""
+    ids = {}
+    for label, fields in CRASH_CASES:
+        fields = {"content": label, **fields}
+        ids[label] = new_object(api, ns=ns, **fields)
+    services.object_pin(client=admin, object_id=ids["pinned"], reason="ok", ts=T0)
+    context = [ids[k] for k in ("tag", "text", "irrelevant", "pinned", "permanent", "long")]
+    streak(api, context, 5, ns=ns, tags=["billing"], text=REFUND_TEXT)
+    streak(api, [ids["unknown"], ids["long"]], 2, start=6, ns=ns)
+    streak(api, [ids["unknown"]], 3, start=8, ns=ns)
+    return ids
+
+
+def sweep_state(ids: dict) -> dict:
+    """Everything a sweep may change on the objects of :func:`build_sweep_twin`, by label."""
+    out = {}
+    for label, oid in ids.items():
+        obj = MemoryObject.objects.get(pk=oid)
+        a = aggregate(oid)
+        out[label] = {
+            "object": (
+                obj.confidence,
+                obj.salience_base,
+                obj.version,
+                obj.pinned,
+                obj.reinforcement_count,
+                obj.last_op_ts,
+            ),
+            "aggregate": tuple(getattr(a, f) for f in aggregates.FIELDS),
+            "chain": [op.op_type for op in chain(oid)],
+            "checks": [
+                {k: v for k, v in c.items() if k != "streak_feedback_session_ids"}
+                for c in ignored_checks(oid)
+            ],
+        }
+    return out

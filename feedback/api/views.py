@@ -22,7 +22,6 @@ from feedback import (
     selectors,
     services,
     taskruns,
-    utility,
 )
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
@@ -35,8 +34,7 @@ from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
-from rms.errors import DomainError, Forbidden, NotFound
-from rms.models import Namespace
+from rms.errors import NotFound
 from rms.oplog import canonical_json
 from rms.replay import iso
 
@@ -238,43 +236,9 @@ class RankView(APIView):
     def post(self, request):
         """Scores by SPEC §12: similarity, hotness (uses, not injections) and utility."""
         data = validated(serializers.RankIn, request.data)
-        name = data["namespace"]
-        if not request.auth.can_see(name):
-            raise Forbidden(f"You may not read namespace {name!r}.")
-        ns = Namespace.objects.filter(name=name).first()
-        if ns is None:
-            raise DomainError(
-                "unknown_namespace",
-                f"Namespace {name!r} does not exist.",
-                400,
-                {"namespace": ["Unknown namespace."]},
-            )
-        ids = [c["object_id"] for c in data["candidates"]]
-        objs = core.visible_objects(request.auth, ids, "candidates", namespace=ns)
-        aggs = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=ids)}
-        try:
-            weights = utility.resolve_weights(ns.weights or None)
-        except ValueError as exc:
-            raise DomainError("bad_namespace_weights", str(exc), 409) from exc
-        now = timezone.now()
-        results = []
-        for cand in data["candidates"]:
-            obj, agg = objs[cand["object_id"]], aggs.get(cand["object_id"])
-            uses = agg.uses if agg else 0
-            util = agg.utility if agg else utility.UTILITY_START
-            hot = utility.hotness(uses, agg.last_use_at if agg else None, obj.created_at, now)
-            results.append(
-                {
-                    "object_id": str(obj.pk),
-                    "score": utility.rank_score(cand["similarity"], hot, util, weights),
-                    "similarity": cand["similarity"],
-                    "hotness": hot,
-                    "utility": util,
-                    "confidence": obj.confidence,
-                }
-            )
-        results.sort(key=lambda r: (-r["score"], r["object_id"]))
-        return Response({"namespace": ns.name, "results": results})
+        return Response(
+            selectors.rank_candidates(request.auth, data["namespace"], data["candidates"])
+        )
 
 
 class DetectView(APIView):

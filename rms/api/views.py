@@ -245,7 +245,7 @@ class ObjectStateView(APIView):
         op = oplog.state_as_of(obj.pk, as_of)
         if op is None:
             raise NotFound("The object did not exist at that time.")
-        version = oplog.version_as_of(obj.pk, as_of)
+        version = oplog.version_as_of(obj.pk, as_of, op)
         return Response(serializers.state_as_of_out(obj, op, as_of, version))
 
 
@@ -264,19 +264,38 @@ class ObjectOperationsView(APIView):
         qs = Operation.objects.filter(target_id=obj.pk)
         cursor = pagination.decode_cursor(request)
         if cursor is not None:
-            if len(cursor) != 1 or not isinstance(cursor[0], int):
-                raise ValidationError({"cursor": ["Invalid cursor."]})
-            qs = qs.filter(seq__gt=cursor[0])
-        rows = list(qs.order_by("seq")[: size + 1])
+            qs = _after_operation(qs, cursor)
+        # A chain's (ts, seq) order is its seq order (ts never goes back on a chain, and each
+        # operation is appended under the target's lock), and (ts, seq) is the index's: a page
+        # reads its own rows, not the whole chain (a sort of every row of a long chain).
+        rows = list(qs.order_by("ts", "seq")[: size + 1])
         more = len(rows) > size
         rows = rows[:size]
-        next_cursor = pagination.encode_cursor([rows[-1].seq]) if more else None
+        last = rows[-1] if more else None
+        next_cursor = (
+            pagination.encode_cursor([last.seq, last.ts.isoformat()]) if last is not None else None
+        )
         return Response(
             {
                 "results": [serializers.operation_out(op) for op in rows],
                 "next": pagination.next_url(request, next_cursor),
             }
         )
+
+
+def _after_operation(qs, cursor: list):
+    """The operations after a cursor ``[seq, ts]`` (or ``[seq]``, from before ``ts`` was added:
+    still right, only slower): ``ts >= t`` bounds the index range, the rest of the tie is
+    excluded by ``seq``."""
+    if not cursor or len(cursor) > 2 or type(cursor[0]) is not int:
+        raise ValidationError({"cursor": ["Invalid cursor."]})
+    if len(cursor) == 1:
+        return qs.filter(seq__gt=cursor[0])
+    try:
+        ts = parsers.to_utc(datetime.fromisoformat(cursor[1]))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=cursor[0])
 
 
 class _ObjectChangeView(APIView):

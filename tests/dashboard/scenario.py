@@ -16,7 +16,7 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from feedback import ingest, simulations
+from feedback import ingest, simulations, suite
 from feedback.api.views import session_item
 from feedback.models import MetricSnapshot, TaskRun
 from feedback.selectors import namespace_metrics
@@ -326,7 +326,7 @@ def _task_runs(sc: Scenario, now, *, small: bool) -> None:
     )
     run("precision_simulation", {"seed": 3}, simulations.precision_simulation(3), minutes=280)
     run("precision_simulation", {"seed": 42}, simulations.precision_simulation(42), minutes=270)
-    run("benchmark_suite", {"seed": 42}, simulations.benchmark_suite(42), minutes=260)
+    run("benchmark_suite", {"seed": 42}, suite.benchmark_suite(42), minutes=260)
     run("verify_replay", {}, verification.verify_replay_all(), minutes=200)
     run("verify_chain", {}, verification.verify_chain_all(), minutes=190)
     run("ignored_sweep", {}, sweep(), minutes=120, by="beat")

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from feedback import simulations
+from feedback import simulations, suite
 from feedback.models import FeedbackAggregate, MetricSnapshot, TaskRun
 from feedback.selectors import namespace_metrics
 from rms.models import Operation
@@ -396,7 +396,7 @@ def test_simulations_chart_the_latest_runs_and_compare_selected(operator, db):
         kind="precision_simulation", state="succeeded", result=simulations.precision_simulation(42)
     )
     bench = TaskRun.objects.create(
-        kind="benchmark_suite", state="succeeded", result=simulations.benchmark_suite(42)
+        kind="benchmark_suite", state="succeeded", result=suite.benchmark_suite(42)
     )
     c = login(operator)
     page = c.get("/simulations/")

@@ -283,3 +283,50 @@ def test_inside_a_transaction_the_overview_stays_on_one_connection(namespaces):
 
     with transaction.atomic():
         assert not selectors._overlap_possible()
+
+
+# --- the object and session pages' reads ----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_object_as_of_is_the_state_after_the_last_operation_at_that_time(history):
+    obj = history.objects[0]
+    assert selectors.object_as_of(obj, T0 - timedelta(days=2)) is None  # before it existed
+    created = selectors.object_as_of(obj, T0)  # created a day before T0, no session yet
+    assert (created.op.op_type, created.version, created.state.confidence) == (
+        "OBJECT_CREATED",
+        1,
+        0.75,
+    )
+    after_first = selectors.object_as_of(obj, T0 + timedelta(hours=1))
+    assert after_first.op.op_type == "REINFORCE"
+    assert after_first.state.confidence == 0.75 + 0.15 * (1 - 0.75)  # one CONFIRMED
+
+
+@pytest.mark.django_db
+def test_relationships_of_names_the_other_end(history):
+    a, b = history.objects[0], history.objects[1]
+    (from_a,) = selectors.relationships_of(a, T0)
+    (from_b,) = selectors.relationships_of(b, T0)
+    assert (from_a["outgoing"], from_a["other"].pk) == (True, b.pk)
+    assert (from_b["outgoing"], from_b["other"].pk) == (False, a.pk)
+
+
+@pytest.mark.django_db
+def test_session_detail_lists_rows_in_order_and_attaches_the_changes_objects(
+    history, django_assert_num_queries
+):
+    from feedback.models import FeedbackSession
+
+    first = FeedbackSession.objects.get(request_id="r-0")
+    with django_assert_num_queries(3):
+        detail = selectors.session_detail(first)
+    assert [i.object_id for i in detail.injections] == [o.pk for o in history.objects]
+    assert [(s.signal_type, s.object_id) for s in detail.signals] == [
+        ("CONFIRMED", history.objects[0].pk),
+        ("CORRECTED", history.objects[1].pk),
+    ]
+    assert [(c.op_type, c.object.pk) for c in detail.changes] == [
+        ("REINFORCE", history.objects[0].pk),
+        ("PENALTY", history.objects[1].pk),
+    ]

@@ -17,9 +17,8 @@ from kombu.exceptions import OperationalError as BrokerError
 from feedback import heartbeat, selectors, taskruns, tasks
 from feedback.models import FeedbackSession, TaskRun, WorkerHeartbeat
 from rms import health, telemetry
-from tests.factories import make_namespace
+from tests.factories import make_namespace, make_objects, post, session
 from tests.feedback.conftest import ROOT
-from tests.feedback.test_sessions_api import make_objects, post, session
 from tests.servers import free_port
 
 DEAD_REDIS = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there

@@ -11,7 +11,7 @@ import pytest
 from feedback import aggregates, rebuild
 from feedback.models import FeedbackAggregate
 from rms.models import Operation
-from tests.feedback.test_sessions_api import post, session
+from tests.factories import post, session
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from feedback.planner import injection_payload_json
 from rms.models import Operation
 from rms.oplog import canonical_json, json_scalar
-from tests.feedback.test_sessions_api import make_objects, post, session
+from tests.factories import make_objects, post, session
 
 _numbers = st.none() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
 _scalars = _numbers | st.booleans() | st.text()

@@ -14,8 +14,7 @@ from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, TaskRun
 from rms import verification
 from rms.models import Operation
-from tests.feedback.test_sessions_api import make_objects, post, session
-from tests.feedback.test_sweep import new_object, streak
+from tests.factories import make_objects, new_object, post, session, streak
 
 pytestmark = pytest.mark.django_db
 STEP = tasks.PROGRESS_STEP + 1e-9

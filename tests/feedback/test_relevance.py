@@ -5,10 +5,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from feedback.relevance import (
+    NO_CONTEXT,
     STOP_WORDS,
+    Context,
+    Subject,
     SweepDecision,
+    classify,
     classify_session,
     jaccard,
     sweep_decision,
@@ -99,6 +105,41 @@ def test_tags_miss_but_text_matches_is_relevant():
 )
 def test_neither_tags_nor_text_is_unknown(tags, text):
     assert classify_session(tags, text, ["billing"], "invoices") == "unknown"
+
+
+_WORDS = ["Refunds", "annual", "plan", "the", "is", "not", "rain", "Lisbon", "prorated", "ok"]
+_text = st.one_of(
+    st.none(),
+    st.lists(st.sampled_from([*_WORDS, " ", "", "-", "'s", "\n"]), max_size=8).map(" ".join),
+)
+_tags = st.one_of(
+    st.none(), st.lists(st.sampled_from(["billing", "Billing ", " ", "", "weather", "x"]))
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    context_tags=_tags,
+    context_text=_text,
+    subjects=st.lists(st.tuples(_tags, _text), min_size=1, max_size=4),
+    threshold=st.sampled_from([0.0, 0.1, 0.2, 1 / 3, 0.5, 1.0]),
+)
+def test_a_context_kept_across_objects_answers_as_fresh_values(
+    context_tags, context_text, subjects, threshold
+):
+    """The sweep builds one Context per session and judges many objects with it: its cached word
+    set must never change an answer."""
+    context = Context.of(context_tags, context_text)
+    for domain_tags, content in subjects:
+        subject = Subject.of(domain_tags, content)
+        expected = classify_session(context_tags, context_text, domain_tags, content, threshold)
+        assert classify(context, subject, threshold) == expected
+        assert classify(context, subject, threshold) == expected  # with the words cached
+
+
+def test_no_context_is_unknown():
+    assert classify(NO_CONTEXT, Subject.of(["billing"], "invoices")) == "unknown"
+    assert Context.of([" ", ""], "  \n") == NO_CONTEXT
 
 
 # --- sweep_decision -------------------------------------------------------------------------------

@@ -3,58 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from rms.models import MemoryObject, Operation
+from tests.factories import T0, make_objects, post, session
 
 pytestmark = pytest.mark.django_db
-
-T0 = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-def make_objects(api, n=3, **kw):
-    items = [
-        {
-            "namespace": "support",
-            "content": f"fact {i}",
-            "epistemic_type": "ASSERTED",
-            "ts": T0.isoformat(),
-            **kw,
-        }
-        for i in range(n)
-    ]
-    return [o["id"] for o in api.post("/api/v1/objects", items, format="json").json()]
-
-
-def session(request_id, injections, signals=(), *, budget=1000, outcome=None, hours=1, **kw):
-    body = {
-        "session_id": kw.pop("session_id", f"conv-{request_id}"),
-        "request_id": request_id,
-        "namespace_scope": ["support"],
-        "context_budget": budget,
-        "tokens_used": 100,
-        "ts": (T0 + timedelta(hours=hours)).isoformat(),
-        "injections": [
-            {"object_id": oid, "token_cost": cost, "rank_position": i + 1, "composite_score": 0.5}
-            for i, (oid, cost) in enumerate(injections)
-        ],
-        "signals": [
-            {"object_id": oid, "signal_type": st, **extra}
-            for oid, st, *rest in signals
-            for extra in [rest[0] if rest else {}]
-        ],
-        **kw,
-    }
-    if outcome:
-        body["outcome"] = outcome
-    return body
-
-
-def post(api, body):
-    return api.post("/api/v1/feedback-sessions", body, format="json")
 
 
 @pytest.fixture

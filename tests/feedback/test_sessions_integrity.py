@@ -14,8 +14,7 @@ from django.db import connection
 from feedback import aggregates, ingest, rebuild
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from rms.models import Operation
-from tests.factories import make_object
-from tests.feedback.test_sessions_api import make_objects, post, session
+from tests.factories import make_object, make_objects, post, session
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -11,8 +11,8 @@ import pytest
 import feedback.simulations as simulations
 from feedback.simulations import (
     DEFAULT_SEED,
-    benchmark_suite,
     confidence_distribution,
+    exact_checks,
     precision_simulation,
     stability_simulation,
     stability_verdict,
@@ -33,14 +33,15 @@ def precision():
 
 
 @pytest.fixture(scope="module")
-def benchmark():
-    return benchmark_suite()
+def checks():
+    return exact_checks()
 
 
-def test_results_are_json_serialisable(stability, precision, benchmark):
-    for result in (stability, precision, benchmark):
+def test_results_are_json_serialisable(stability, precision, checks):
+    for result in (stability, precision):
         json.dumps(result, allow_nan=False)
         assert result["seed"] == DEFAULT_SEED
+    json.dumps(checks, allow_nan=False)
 
 
 # --- stability ------------------------------------------------------------------------------------
@@ -144,38 +145,34 @@ def test_precision_with_fewer_than_50_sessions_has_no_session_50_value():
     assert len(result["series"]) == 10
 
 
-# --- RFC-0008 §11 benchmark suite -----------------------------------------------------------------
+# --- RFC-0008 §11 benchmark suite: the exact checks (the replay check: test_suite.py) ----------
 
 
-def test_benchmark_suite_passes_every_check(benchmark):
-    assert benchmark["passed"] is True
-    assert [check["name"] for check in benchmark["checks"]] == [
+def test_exact_checks_pass(checks):
+    assert [check["name"] for check in checks] == [
         "asymptote",
         "session_cap",
         "independence_discount",
         "corrected_floor",
-        "replay",
     ]
-    assert all(check["passed"] for check in benchmark["checks"])
+    assert all(check["passed"] for check in checks)
 
 
-def test_benchmark_measurements(benchmark):
-    checks = {check["name"]: check["measured"] for check in benchmark["checks"]}
-    assert checks["asymptote"]["OBSERVED"]["max_confidence"] == 0.97
-    assert checks["session_cap"]["sum_gamma_effective"] == pytest.approx(0.40, abs=1e-12)
-    independence = checks["independence_discount"]
+def test_exact_check_measurements(checks):
+    measured = {check["name"]: check["measured"] for check in checks}
+    assert measured["asymptote"]["OBSERVED"]["max_confidence"] == 0.97
+    assert measured["session_cap"]["sum_gamma_effective"] == pytest.approx(0.40, abs=1e-12)
+    independence = measured["independence_discount"]
     assert independence["agent_no_evidence"]["gamma_effective"] == pytest.approx(0.06)
     assert independence["agent_shared_evidence"]["gamma_effective"] == pytest.approx(0.06)
     assert independence["agent_disjoint_evidence"]["gamma_effective"] == 0.15
     assert independence["human_user"]["gamma_effective"] == 0.15
-    assert checks["corrected_floor"]["min_confidence"] == 0.05
-    assert checks["corrected_floor"]["single_from_0_03"] == 0.03
-    assert checks["replay"]["objects"] == 100
-    assert checks["replay"]["mismatches"] == 0
+    assert measured["corrected_floor"]["min_confidence"] == 0.05
+    assert measured["corrected_floor"]["single_from_0_03"] == 0.03
 
 
-def test_benchmark_suite_is_reproducible(benchmark):
-    assert benchmark_suite() == benchmark
+def test_exact_checks_are_reproducible(checks):
+    assert exact_checks() == checks
 
 
 # --- progress -------------------------------------------------------------------------------------
@@ -186,7 +183,7 @@ def test_benchmark_suite_is_reproducible(benchmark):
     [
         lambda progress: stability_simulation(sessions=10, progress=progress),
         lambda progress: precision_simulation(sessions=10, progress=progress),
-        lambda progress: benchmark_suite(progress=progress),
+        lambda progress: exact_checks(progress=progress),
     ],
 )
 def test_progress_is_reported_up_to_one(run):

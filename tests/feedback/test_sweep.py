@@ -6,9 +6,7 @@ Streaks are built from real feedback sessions posted through the API, with expli
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 import uuid
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -16,11 +14,9 @@ from unittest import mock
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from feedback import aggregates, rebuild, relevance, taskruns
+from feedback import aggregates, enqueue, rebuild, relevance
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
@@ -28,61 +24,32 @@ from rms import services
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
 from rms.verification import verify_object_chain, verify_object_replay
-from tests.factories import make_client, make_namespace, make_object
-from tests.feedback.test_sessions_api import post, session
+from tests.factories import (
+    REFUND_CONTENT,
+    REFUND_TEXT,
+    T0,
+    aggregate,
+    build_sweep_twin,
+    chain,
+    ignored_checks,
+    make_client,
+    make_namespace,
+    new_object,
+    post,
+    session,
+    streak,
+    sweep_state,
+    unused_session,
+)
+from tests.factories import SWEEP_NOW as NOW
 
 pytestmark = pytest.mark.django_db
 
-T0 = datetime(2026, 6, 1, tzinfo=UTC)
-NOW = T0 + timedelta(days=30)
-
-REFUND_CONTENT = "Refunds for annual plans are prorated monthly"
-# word sets: {refunds, annual, plans, prorated, monthly} and
-# {customer, asks, whether, annual, plan, refunds, prorated}: 3 shared of 9 → 1/3 ≥ 0.2
-REFUND_TEXT = "The customer asks whether annual plan refunds are prorated"
+# {customer, asks, whether, annual, plan, refunds, prorated} shares 3 of 9 words with
+# REFUND_CONTENT → 1/3 ≥ 0.2 (see tests.factories.REFUND_TEXT)
 # {refunds, weekly} shares 1 word of 6 with the content → 1/6 < 0.2
 LOW_OVERLAP_TEXT = "refunds weekly"
 WEATHER_TEXT = "Will it rain in Lisbon tomorrow afternoon"
-
-
-def new_object(api, content=REFUND_CONTENT, ns="support", **fields):
-    obj = make_object(api.row, ns, content=content, ts=T0, **fields)
-    return obj.pk
-
-
-def unused_session(api, ids, hour, *, tags=None, text=None, ns="support", signals=()):
-    """A session injecting ``ids`` at T0 + ``hour`` h; without signals each ends UNUSED."""
-    body = session(
-        f"r-{uuid.uuid4().hex[:12]}",
-        [(str(i), 10) for i in ids],
-        [(str(oid), kind) for oid, kind in signals],
-        hours=hour,
-        namespace_scope=[ns],
-    )
-    if tags is not None:
-        body["context_tags"] = tags
-    if text is not None:
-        body["context_text"] = text
-    response = post(api, body)
-    assert response.status_code == 201, response.json()
-    return response.json()
-
-
-def streak(api, ids, n, *, start=1, **context):
-    for hour in range(start, start + n):
-        unused_session(api, ids, hour, **context)
-
-
-def agg(oid) -> FeedbackAggregate:
-    return FeedbackAggregate.objects.get(object_id=oid)
-
-
-def chain(oid) -> list[Operation]:
-    return list(Operation.objects.filter(target_id=oid).order_by("seq"))
-
-
-def checks(oid) -> list[dict]:
-    return [op.payload for op in chain(oid) if op.op_type == "IGNORED_CHECK"]
 
 
 def op_count() -> int:
@@ -110,7 +77,7 @@ def test_shared_tag_makes_sessions_relevant_and_the_penalty_applies(client_api):
     oid = new_object(client_api, domain_tags=["billing"])
     streak(client_api, [oid], 5, tags=["Billing ", "sales"])
     assert sweep(now=NOW) == summary(examined=1, penalized=1)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert check["domain_check"] == "passed" and check["applied"] is True
     assert (check["relevant_sessions"], check["irrelevant_sessions"]) == (5, 0)
     assert MemoryObject.objects.get(pk=oid).confidence == 0.75 * (1 - 0.05)
@@ -123,7 +90,7 @@ def test_lexically_similar_text_makes_sessions_relevant(client_api):
     oid = new_object(client_api, domain_tags=["billing"])
     streak(client_api, [oid], 5, tags=["support-desk"], text=REFUND_TEXT)
     assert sweep(now=NOW) == summary(examined=1, penalized=1)
-    assert checks(oid)[0]["relevant_sessions"] == 5
+    assert ignored_checks(oid)[0]["relevant_sessions"] == 5
 
 
 def test_irrelevant_sessions_mean_no_penalty(client_api):
@@ -135,13 +102,13 @@ def test_irrelevant_sessions_mean_no_penalty(client_api):
     streak(client_api, [oid], 2, start=4, text=LOW_OVERLAP_TEXT)  # text only, below 0.2
     before = MemoryObject.objects.get(pk=oid)
     assert sweep(now=NOW) == summary(examined=1, not_penalized=1)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert check["domain_check"] == "failed" and check["applied"] is False
     assert (check["relevant_sessions"], check["irrelevant_sessions"]) == (0, 5)
     after = MemoryObject.objects.get(pk=oid)
     assert (after.confidence, after.salience_base) == (before.confidence, before.salience_base)
     assert after.version == before.version + 1  # only the IGNORED_CHECK
-    a = agg(oid)
+    a = aggregate(oid)
     assert (a.unused_streak, a.unused_sessions, a.checked_unused_sessions) == (5, 5, 5)
     assert a.lifetime_delta_applied == 0.0 and a.last_negative_signal is None
     assert not SignalRecord.objects.filter(object_id=oid, signal_type="IGNORED_REPEATEDLY")
@@ -152,7 +119,7 @@ def test_sessions_without_context_skip_the_check_and_the_penalty_applies(client_
     streak(client_api, [oid], 3)  # neither tags nor text
     streak(client_api, [oid], 2, start=4, tags=[], text="   ")  # blank is no context
     assert sweep(now=NOW) == summary(examined=1, penalized=1, skipped_domain_checks=1)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert check["domain_check"] == "skipped" and check["applied"] is True
     assert check["unknown_sessions"] == 5
     assert any("skipped" in reason for reason in check["reasons"])
@@ -164,7 +131,7 @@ def test_relevant_plus_unknown_reaching_n_applies(client_api):
     streak(client_api, [oid], 2, start=4)  # unknown
     streak(client_api, [oid], 1, start=6, tags=["weather"])  # irrelevant
     assert sweep(now=NOW) == summary(examined=1, penalized=1)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert (check["relevant_sessions"], check["unknown_sessions"]) == (3, 2)
     assert (check["irrelevant_sessions"], check["unused_streak"]) == (1, 6)
     assert check["domain_check"] == "passed"
@@ -176,7 +143,7 @@ def test_irrelevant_majority_does_not_apply(client_api):
     streak(client_api, [oid], 1, start=2)
     streak(client_api, [oid], 3, start=3, tags=["weather"])
     assert sweep(now=NOW) == summary(examined=1, not_penalized=1)
-    check = checks(oid)[0]
+    check = ignored_checks(oid)[0]
     assert (check["relevant_sessions"], check["unknown_sessions"]) == (1, 1)
     assert check["irrelevant_sessions"] == 3 and check["domain_check"] == "failed"
 
@@ -187,44 +154,19 @@ def test_streak_sessions_are_the_last_unused_streak_injections(client_api):
     streak(client_api, [oid], 4, tags=["weather"])
     unused_session(client_api, [oid], 5, signals=[(oid, "REFERENCED")])
     streak(client_api, [oid], 5, start=6, tags=["billing"])
-    assert agg(oid).unused_streak == 5
+    assert aggregate(oid).unused_streak == 5
     sweep(now=NOW)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert check["relevant_sessions"] == 5 and check["irrelevant_sessions"] == 0
     assert len(check["streak_feedback_session_ids"]) == 5
 
 
-_WORDS = ["Refunds", "annual", "plan", "the", "is", "not", "rain", "Lisbon", "prorated", "ok"]
-_text = st.one_of(
-    st.none(),
-    st.lists(st.sampled_from([*_WORDS, " ", "", "-", "'s", "\n"]), max_size=8).map(" ".join),
-)
-_tags = st.one_of(
-    st.none(), st.lists(st.sampled_from(["billing", "Billing ", " ", "", "weather", "x"]))
-)
-
-
-@settings(max_examples=400, deadline=None)
-@given(
-    context_tags=_tags,
-    context_text=_text,
-    domain_tags=_tags,
-    content=_text,
-    threshold=st.sampled_from([0.0, 0.1, 0.2, 1 / 3, 0.5, 1.0]),
-)
-def test_cached_classification_equals_classify_session(
-    context_tags, context_text, domain_tags, content, threshold
-):
-    """The sweep caches word and tag sets; its answer must be classify_session's, always."""
-    contexts = sweep_mod._Contexts()
-    contexts.add("s", context_tags, context_text)
-    subject = sweep_mod._Subject(types.SimpleNamespace(domain_tags=domain_tags, content=content))
-    expected = relevance.classify_session(
-        context_tags, context_text, domain_tags, content, threshold
-    )
-    assert contexts.classify("s", subject, threshold) == expected
-    assert contexts.classify("s", subject, threshold) == expected  # from the cache, too
-    assert contexts.classify("missing", subject, threshold) == relevance.UNKNOWN
+def test_a_session_the_sweep_cannot_load_is_unknown():
+    """Missing session rows are judged "unknown" (RFC-0009 §7), through relevance.classify."""
+    context = sweep_mod._Contexts().get("missing")
+    assert context is relevance.NO_CONTEXT
+    subject = relevance.Subject.of(["billing"], "refunds")
+    assert relevance.classify(context, subject) == relevance.UNKNOWN
 
 
 def test_a_streak_session_without_its_injection_row_counts_as_unknown(client_api, caplog):
@@ -233,7 +175,7 @@ def test_a_streak_session_without_its_injection_row_counts_as_unknown(client_api
     streak(client_api, [oid], 5, tags=["billing"])
     InjectionEvent.objects.filter(object_id=oid).order_by("ts").first().delete()
     assert sweep(now=NOW) == summary(examined=1, penalized=1)
-    (check,) = checks(oid)
+    (check,) = ignored_checks(oid)
     assert check["sessions_missing"] == 1 and len(check["streak_feedback_session_ids"]) == 4
     assert (check["relevant_sessions"], check["unknown_sessions"]) == (4, 1)
     assert "no injection row" in caplog.text
@@ -258,12 +200,12 @@ def test_permanent_pinned_and_deprecated_objects_are_exempt(client_api, admin_ap
     streak(client_api, ids, 5)
     assert sweep(now=NOW) == summary(examined=3, exempt=3)
     for oid, exemption in zip(ids, ["PERMANENT", "pinned", "DEPRECATED"], strict=True):
-        (check,) = checks(oid)
+        (check,) = ignored_checks(oid)
         assert check["exemptions"] == [exemption]
         assert check["applied"] is False and check["domain_check"] == "not_run"
         obj = MemoryObject.objects.get(pk=oid)
         assert (obj.confidence, obj.salience_base) == before[oid]
-        assert agg(oid).unused_streak == 5
+        assert aggregate(oid).unused_streak == 5
     assert not Operation.objects.filter(op_type="PENALTY").exists()
 
 
@@ -272,7 +214,7 @@ def test_below_threshold_writes_no_check(client_api):
     streak(client_api, [oid], 4)
     count = op_count()
     assert sweep(now=NOW) == SUMMARY_ZERO
-    assert op_count() == count and checks(oid) == []
+    assert op_count() == count and ignored_checks(oid) == []
 
 
 def test_threshold_is_per_namespace(client_api):
@@ -289,7 +231,7 @@ def test_threshold_is_per_namespace(client_api):
         **summary(examined=1, penalized=1, skipped_domain_checks=1),
         "namespaces": ["strict"],
     }
-    assert checks(strict)[0]["threshold"] == 3 and checks(lenient) == []
+    assert ignored_checks(strict)[0]["threshold"] == 3 and ignored_checks(lenient) == []
     assert sweep(namespace="support", now=NOW) == SUMMARY_ZERO
 
 
@@ -314,18 +256,18 @@ def test_a_new_unused_session_after_a_check_makes_the_object_examined_again(clie
     penalized = new_object(client_api, domain_tags=["billing"])
     streak(client_api, [spared, penalized], 5, tags=["billing"])
     sweep(now=T0 + timedelta(hours=5, minutes=30))
-    assert agg(penalized).unused_streak == 0 and agg(spared).unused_streak == 5
+    assert aggregate(penalized).unused_streak == 0 and aggregate(spared).unused_streak == 5
     unused_session(client_api, [spared, penalized], 6, tags=["billing"])
     assert sweep(now=T0 + timedelta(hours=6, minutes=30)) == summary(examined=1, not_penalized=1)
-    first, second = checks(spared)
+    first, second = ignored_checks(spared)
     assert (first["unused_streak"], first["unused_sessions"]) == (5, 5)
     assert (second["unused_streak"], second["unused_sessions"]) == (6, 6)
     assert second["irrelevant_sessions"] == 6
     # the penalized object needs a whole new streak of N sessions
     streak(client_api, [penalized], 4, start=7, tags=["billing"])
     assert sweep(now=NOW) == summary(examined=1, penalized=1)
-    assert [c["unused_sessions"] for c in checks(penalized)] == [5, 10]
-    assert checks(penalized)[1]["unused_streak"] == 5
+    assert [c["unused_sessions"] for c in ignored_checks(penalized)] == [5, 10]
+    assert ignored_checks(penalized)[1]["unused_streak"] == 5
 
 
 # --- the penalty, the log and the aggregates ------------------------------------------------------
@@ -389,7 +331,7 @@ def test_penalty_numbers_operation_order_and_payloads(client_api):
     assert record.operation_id == event.id and record.effective_weight == 0.05
     assert (record.session_id, record.ts, record.effect) == ("ignored-sweep", NOW, "penalized")
 
-    a = agg(oid)
+    a = aggregate(oid)
     assert a.unused_streak == 0  # reset by the penalty
     assert (a.unused_sessions, a.checked_unused_sessions) == (5, 5)
     assert a.total_unused == 5 and a.total_injections == 5
@@ -409,14 +351,14 @@ def test_aggregates_after_the_sweep_equal_a_rebuild_from_the_log(client_api, adm
     sweep()
     folded = rebuild.fold_log(set(ids))
     for oid in ids:
-        row = agg(oid)
+        row = aggregate(oid)
         for f in aggregates.FIELDS:
             assert getattr(row, f) == getattr(folded[oid], f), (oid, f)
         assert row.usage_ratio == folded[oid].usage_ratio
     assert rebuild.rebuild_aggregates()["changed"] == 0
     # ids[0] (5 relevant) and ids[2] (5 irrelevant + 5 unknown ≥ 5); ids[1] spared, pinned exempt
     assert Operation.objects.filter(op_type="PENALTY").count() == 2
-    assert len(checks(pinned)) == 2
+    assert len(ignored_checks(pinned)) == 2
 
 
 def test_check_time_never_precedes_the_chain(client_api):
@@ -443,7 +385,7 @@ def test_object_ids_restrict_the_sweep_and_progress_reaches_one(client_api):
     streak(client_api, [a, b], 5)
     seen: list[float] = []
     assert sweep(object_ids=[str(a)], now=NOW, progress=seen.append)["examined"] == 1
-    assert seen == [1.0] and checks(b) == []
+    assert seen == [1.0] and ignored_checks(b) == []
     seen.clear()
     assert sweep(object_ids=[a], now=NOW, progress=seen.append) == SUMMARY_ZERO
     assert seen == [1.0]
@@ -469,7 +411,7 @@ def test_a_change_between_the_candidate_read_and_the_lock_is_respected(client_ap
 
     with mock.patch.object(sweep_mod, "lock_objects", lock_after_a_concurrent_signal):
         assert sweep(now=NOW) == summary(examined=1, penalized=1, skipped_domain_checks=1)
-    assert checks(a) == [] and len(checks(b)) == 1
+    assert ignored_checks(a) == [] and len(ignored_checks(b)) == 1
 
 
 def test_queries_do_not_grow_with_the_chunk(client_api):
@@ -486,61 +428,12 @@ def test_queries_do_not_grow_with_the_chunk(client_api):
 # --- crashes ----------------------------------------------------------------------------------
 
 
-CRASH_CASES = [
-    ("tag", {"domain_tags": ["billing"]}),
-    ("text", {"content": REFUND_CONTENT, "domain_tags": ["x"]}),
-    ("irrelevant", {"content": "Lisbon weather", "domain_tags": ["weather"]}),
-    ("unknown", {"content": "no context ever"}),
-    ("pinned", {"content": "pinned fact"}),
-    ("permanent", {"content": "permanent fact", "decay_profile": "PERMANENT"}),
-    ("long", {"content": "seven sessions", "domain_tags": ["billing"]}),
-]
-
-
-def build(api, admin, ns: str) -> dict:
-    """The same objects and sessions in namespace ``ns`` (content keys the comparison)."""
-    ids = {}
-    for label, fields in CRASH_CASES:
-        fields = {"content": label, **fields}
-        ids[label] = new_object(api, ns=ns, **fields)
-    services.object_pin(client=admin, object_id=ids["pinned"], reason="ok", ts=T0)
-    context = [ids[k] for k in ("tag", "text", "irrelevant", "pinned", "permanent", "long")]
-    streak(api, context, 5, ns=ns, tags=["billing"], text=REFUND_TEXT)
-    streak(api, [ids["unknown"], ids["long"]], 2, start=6, ns=ns)
-    streak(api, [ids["unknown"]], 3, start=8, ns=ns)
-    return ids
-
-
-def state(ids: dict) -> dict:
-    out = {}
-    for label, oid in ids.items():
-        obj = MemoryObject.objects.get(pk=oid)
-        a = agg(oid)
-        out[label] = {
-            "object": (
-                obj.confidence,
-                obj.salience_base,
-                obj.version,
-                obj.pinned,
-                obj.reinforcement_count,
-                obj.last_op_ts,
-            ),
-            "aggregate": tuple(getattr(a, f) for f in aggregates.FIELDS),
-            "chain": [op.op_type for op in chain(oid)],
-            "checks": [
-                {k: v for k, v in c.items() if k != "streak_feedback_session_ids"}
-                for c in checks(oid)
-            ],
-        }
-    return out
-
-
 @pytest.fixture
 def twin_namespaces(admin_api):
     make_namespace("crash")
     make_namespace("clean")
     admin = admin_api.row
-    return build(admin_api, admin, "crash"), build(admin_api, admin, "clean")
+    return build_sweep_twin(admin_api, admin, "crash"), build_sweep_twin(admin_api, admin, "clean")
 
 
 def test_crash_after_a_chunk_then_rerun_equals_one_clean_run(twin_namespaces):
@@ -567,7 +460,7 @@ def test_crash_after_a_chunk_then_rerun_equals_one_clean_run(twin_namespaces):
         "skipped_domain_checks": 1,
         "namespaces": ["clean"],
     }
-    assert state(crashed) == state(clean)
+    assert sweep_state(crashed) == sweep_state(clean)
     assert sweep(namespace="crash", now=NOW)["examined"] == 0
 
 
@@ -590,7 +483,7 @@ def test_crash_inside_a_chunk_rolls_the_chunk_back(twin_namespaces):
     assert Operation.objects.filter(op_type="IGNORED_CHECK", namespace="crash").count() == 2
     sweep(namespace="crash", chunk_size=3, now=NOW)
     sweep(namespace="clean", now=NOW)
-    assert state(crashed) == state(clean)
+    assert sweep_state(crashed) == sweep_state(clean)
 
 
 # --- the after-session trigger --------------------------------------------------------------------
@@ -601,26 +494,26 @@ def test_the_session_that_reaches_the_threshold_enqueues_a_sweep(
 ):
     a, b = new_object(client_api), new_object(client_api)
     streak(client_api, [a], 1)
-    with mock.patch.object(sweep_mod, "enqueue_sweep") as enqueue:
+    with mock.patch.object(enqueue, "sweep_objects") as queued:
         with django_capture_on_commit_callbacks(execute=True):
             streak(client_api, [a, b], 3, start=2)  # a at 4, b at 3
-        enqueue.assert_not_called()
+        queued.assert_not_called()
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             unused_session(client_api, [a, b], 5)
         assert len(callbacks) == 1
-        enqueue.assert_called_once_with([a])
+        queued.assert_called_once_with([a])
         # the task calls sweep(object_ids=...)
         assert (
-            sweep(object_ids=enqueue.call_args.args[0], now=T0 + timedelta(hours=5, minutes=30))[
+            sweep(object_ids=queued.call_args.args[0], now=T0 + timedelta(hours=5, minutes=30))[
                 "penalized"
             ]
             == 1
         )
         # a later session growing b's streak past N enqueues b only
-        enqueue.reset_mock()
+        queued.reset_mock()
         with django_capture_on_commit_callbacks(execute=True):
             unused_session(client_api, [a, b], 6)
-        enqueue.assert_called_once_with([b])
+        queued.assert_called_once_with([b])
 
 
 def test_a_reset_later_in_the_batch_or_a_refused_session_enqueues_nothing(
@@ -630,17 +523,17 @@ def test_a_reset_later_in_the_batch_or_a_refused_session_enqueues_nothing(
     streak(client_api, [a], 4)
     fifth = session("fifth", [(str(a), 10)], hours=5)
     used = session("used", [(str(a), 10)], [(str(a), "REFERENCED")], hours=6)
-    with mock.patch.object(sweep_mod, "enqueue_sweep") as enqueue:
+    with mock.patch.object(enqueue, "sweep_objects") as queued:
         with django_capture_on_commit_callbacks(execute=True):
             response = client_api.post("/api/v1/feedback-sessions/batch", [fifth, used], "json")
         assert [r["status"] for r in response.json()["results"]] == [201, 201]
-        enqueue.assert_not_called()
-        assert agg(a).unused_streak == 0
+        queued.assert_not_called()
+        assert aggregate(a).unused_streak == 0
         streak(client_api, [a], 4, start=7)
         bad = session("bad", [(str(a), 10), (str(uuid.uuid4()), 5)], hours=11)
         with django_capture_on_commit_callbacks(execute=True):
             assert post(client_api, bad).status_code == 400
-        enqueue.assert_not_called()
+        queued.assert_not_called()
 
 
 def test_a_broker_failure_after_commit_does_not_fail_the_session(
@@ -649,32 +542,13 @@ def test_a_broker_failure_after_commit_does_not_fail_the_session(
     a = new_object(client_api)
     streak(client_api, [a], 4)
     with (
-        mock.patch.object(sweep_mod, "enqueue_sweep", side_effect=ConnectionError("broker down")),
+        mock.patch.object(enqueue, "sweep_objects", side_effect=ConnectionError("broker down")),
         django_capture_on_commit_callbacks(execute=True),
     ):
         unused_session(client_api, [a], 5)  # asserts 201
     assert "broker down" in caplog.text
-    assert agg(a).unused_streak == 5
+    assert aggregate(a).unused_streak == 5
     assert sweep(now=NOW)["examined"] == 1  # the periodic sweep catches up
-
-
-def test_enqueue_sweep_sends_string_ids_to_the_task(monkeypatch):
-    sent = []
-    fake = types.ModuleType("feedback.tasks")
-    fake.sweep_objects = types.SimpleNamespace(
-        apply_async=lambda args, **options: sent.append((args, options["retry_policy"]))
-    )
-    monkeypatch.setitem(sys.modules, "feedback.tasks", fake)
-    oid = uuid.uuid4()
-    sweep_mod.enqueue_sweep([oid])
-    assert sent == [(([str(oid)],), taskruns.PUBLISH_RETRY)]
-    assert taskruns.PUBLISH_RETRY["max_retries"] == 1
-
-
-def test_enqueue_sweep_without_the_task_module_logs_and_returns(monkeypatch, caplog):
-    monkeypatch.setitem(sys.modules, "feedback.tasks", None)  # import raises ImportError
-    sweep_mod.enqueue_sweep([uuid.uuid4()])
-    assert "unavailable" in caplog.text
 
 
 # --- PostgreSQL: two sweeps at once ---------------------------------------------------------------

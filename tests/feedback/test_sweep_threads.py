@@ -12,8 +12,8 @@ from django.db import connection
 from feedback import sweep as sweep_mod
 from feedback.sweep import sweep
 from rms.models import Operation
-from tests.factories import make_namespace
-from tests.feedback.test_sweep import NOW, build, state
+from tests.factories import SWEEP_NOW as NOW
+from tests.factories import build_sweep_twin, make_namespace, sweep_state
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +25,8 @@ def twins(require_postgres, admin_api):
     make_namespace("threads")
     make_namespace("single")
     admin = admin_api.row
-    return build(admin_api, admin, "threads"), build(admin_api, admin, "single")
+    threaded = build_sweep_twin(admin_api, admin, "threads")
+    return threaded, build_sweep_twin(admin_api, admin, "single")
 
 
 def run_threads(monkeypatch, **kwargs) -> tuple[dict, set[str]]:
@@ -53,7 +54,7 @@ def test_threads_decide_and_write_what_one_thread_does(twins, monkeypatch):
     monkeypatch.undo()
     alone = sweep(namespace="single", now=NOW, workers=1)
     assert {k: alone[k] for k in EXPECTED} == EXPECTED
-    assert state(threaded) == state(single)
+    assert sweep_state(threaded) == sweep_state(single)
     assert sweep(namespace="threads", now=NOW)["examined"] == 0  # idempotent rerun
 
 
@@ -78,7 +79,7 @@ def test_a_failing_chunk_stops_the_sweep_and_a_rerun_finishes_it(twins, monkeypa
     assert written < 7
     sweep(namespace="threads", chunk_size=2, workers=3, now=NOW)
     sweep(namespace="single", now=NOW, workers=1)
-    assert state(threaded) == state(single)
+    assert sweep_state(threaded) == sweep_state(single)
 
 
 def test_inside_a_transaction_the_sweep_stays_on_the_caller_s_connection(twins, monkeypatch):
@@ -113,4 +114,4 @@ def test_a_failing_progress_report_stops_the_sweep_once(twins):
     assert len(calls) == 1  # chunks finishing after the failure are not reported again
     sweep(namespace="threads", chunk_size=2, workers=3, now=NOW)
     sweep(namespace="single", now=NOW, workers=1)
-    assert state(threaded) == state(single)
+    assert sweep_state(threaded) == sweep_state(single)

@@ -22,15 +22,14 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from feedback import rebuild, simulations, taskruns, tasks
+from feedback import enqueue, rebuild, simulations, taskruns, tasks
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, FeedbackSession, MetricSnapshot, TaskRun
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
-from tests.factories import make_namespace
+from tests.factories import make_namespace, make_objects, post, session
 from tests.feedback.conftest import ROOT, wait_for_task
-from tests.feedback.test_sessions_api import make_objects, post, session
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 OPERATOR_KINDS = [
@@ -178,7 +177,7 @@ class TestThroughARealWorker:
         self, celery_worker, admin_api, client_api, monkeypatch
     ):
         # The after-session trigger is off here, so the candidate waits for this sweep.
-        monkeypatch.setattr(sweep_mod, "enqueue_sweep", lambda ids: None)
+        monkeypatch.setattr(enqueue, "sweep_objects", lambda ids: None)
         (oid,) = make_objects(client_api, 1)
         for hour in range(1, 6):
             assert (

@@ -338,6 +338,54 @@ def test_operations_are_the_chain_oldest_first(client_api, admin_api):
     assert rest["next"] is None
 
 
+def test_operations_pages_keep_chain_order_across_equal_times(client_api):
+    """Every operation of one session shares its ts: pages of 1 walk the chain in seq order,
+    the old seq-only cursor still works, and a forged cursor is a 400."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    oid = client_api.post("/api/v1/objects", {**OBJ, "ts": t0.isoformat()}, format="json").json()[
+        "id"
+    ]
+    for i in range(3):
+        r = client_api.post(
+            f"/api/v1/objects/{oid}/signals",
+            {"signal_type": "CONFIRMED", "session_id": f"s{i}", "ts": t0.isoformat()},
+            format="json",
+        )
+        assert r.status_code == 201
+    expected = list(Operation.objects.filter(target_id=oid).order_by("seq").values_list("seq"))
+    assert len(expected) == 7
+    seen, url = [], f"/api/v1/objects/{oid}/operations?page_size=1"
+    while url:
+        page = client_api.get(url).json()
+        seen += [o["seq"] for o in page["results"]]
+        url = page["next"]
+    assert seen == [seq for (seq,) in expected]
+    from rms.api.pagination import encode_cursor
+
+    old = client_api.get(
+        f"/api/v1/objects/{oid}/operations", {"cursor": encode_cursor([expected[3][0]])}
+    ).json()
+    assert [o["seq"] for o in old["results"]] == [seq for (seq,) in expected[4:]]
+    for forged in ([], [True], ["1"], [1, "yesterday"], [1, 5], [1, t0.isoformat(), 3]):
+        r = client_api.get(f"/api/v1/objects/{oid}/operations", {"cursor": encode_cursor(forged)})
+        assert_error(r, 400, field="cursor")
+
+
+@pytest.mark.postgres
+def test_operations_page_reads_the_index_in_order_without_sorting_the_chain(client_api):
+    from django.db import connection
+
+    oid = client_api.post("/api/v1/objects", OBJ, format="json").json()["id"]
+    qs = Operation.objects.filter(target_id=oid).order_by("ts", "seq")[:21]
+    sql, params = qs.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "op_target_ts" in plan and "Sort" not in plan, plan
+
+
 # --- state as of ----------------------------------------------------------------------------------
 
 
@@ -368,6 +416,40 @@ def test_state_as_of(client_api, admin_api):
     assert_error(
         client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": "soon"}), 400, field="as_of"
     )
+
+
+def test_state_as_of_counts_the_fact_operations_after_the_last_stored_state(client_api):
+    """Injections and UNUSED feedback store no state: the version as of a time after them is the
+    stored state's version plus those operations, the same as counting the chain."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    oid = client_api.post("/api/v1/objects", {**OBJ, "ts": t0.isoformat()}, format="json").json()[
+        "id"
+    ]
+    for day in (1, 2, 3):
+        r = client_api.post(
+            "/api/v1/feedback-sessions",
+            {
+                "session_id": f"s{day}",
+                "request_id": f"r{day}",
+                "namespace_scope": ["support"],
+                "context_budget": 1000,
+                "tokens_used": 100,
+                "ts": (t0 + timedelta(days=day)).isoformat(),
+                "injections": [{"object_id": oid, "token_cost": 10}],
+                "signals": [],
+            },
+            format="json",
+        )
+        assert r.status_code == 201, r.json()
+    from rms import oplog
+
+    for hours in (0, 12, 24, 36, 48, 72, 96):
+        at = t0 + timedelta(hours=hours)
+        body = client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": at.isoformat()}).json()
+        counted = Operation.objects.filter(target_id=oid, ts__lte=at).count()
+        assert body["version"] == counted == oplog.version_as_of(oid, at)
+    # created (1) + three sessions of INJECTION_EVENT + automatic UNUSED FEEDBACK_EVENT
+    assert body["version"] == 7 and body["confidence"] == 0.75
 
 
 # --- pin, unpin, transition, condition ------------------------------------------------------------

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from feedback import alerts, ingest, simulations
+from feedback import alerts, ingest, simulations, suite
 from feedback.api.fastpath import validate_session
 from feedback.models import MetricSnapshot, TaskRun
 from feedback.selectors import namespace_metrics
@@ -344,7 +344,7 @@ class Command(BaseCommand):
         runs = [
             ("stability_simulation", {"seed": 42}, simulations.stability_simulation(seed=42)),
             ("precision_simulation", {"seed": 42}, simulations.precision_simulation(seed=42)),
-            ("benchmark_suite", {"seed": 42}, simulations.benchmark_suite(seed=42)),
+            ("benchmark_suite", {"seed": 42}, suite.benchmark_suite(seed=42)),
         ]
         with transaction.atomic():
             for kind, params, result in runs:
