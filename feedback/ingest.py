@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from feedback import aggregates, enqueue
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Events, Item, Loaded, SessionPlan
 from feedback.services import AggregateStore, aggregate_select, aggregates_of_rows
@@ -125,19 +126,17 @@ def _schedule_sweep(plan: SessionPlan) -> None:
     threshold (SPEC §9), so a penalty does not wait for the periodic sweep. Judged on the
     aggregates at the end of the call: a later session of the batch may have reset a streak.
     Registered inside the transaction, so a rolled-back call (or its retry) enqueues nothing."""
-    from feedback import sweep  # sweep imports this module
-
     thresholds = {ns.pk: ns.ignore_threshold for ns in plan.loaded.namespaces.values()}
     objects, aggs = plan.loaded.objects, plan.loaded.aggregates
     ids = sorted(
         (
             pk
             for pk in plan.streak_grew
-            if sweep.is_candidate(aggs.get(pk), thresholds[objects[pk].namespace_id])
+            if aggregates.is_sweep_candidate(aggs.get(pk), thresholds[objects[pk].namespace_id])
         ),
         key=str,
     )
     if ids:
         # robust: the data is committed whatever happens to the broker; a failed enqueue is
         # logged and the periodic sweep picks the objects up.
-        transaction.on_commit(lambda: sweep.enqueue_sweep(ids), robust=True)
+        transaction.on_commit(lambda: enqueue.sweep_objects(ids), robust=True)

@@ -34,7 +34,7 @@ from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
-from rms.errors import NotFound
+from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
 from rms.replay import iso
 
