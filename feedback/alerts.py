@@ -15,8 +15,8 @@ from django.db import transaction
 
 from feedback import metrics
 from feedback.models import Alert
-from rms import oplog
-from rms.models import Namespace
+from rms import oplog, store
+from rms.models import Namespace, Operation
 from rms.replay import iso
 
 ACTOR_ID = "metric-snapshot"
@@ -72,9 +72,10 @@ def alerts_apply(*, namespace_id: int, evaluated: dict, window: dict, at: dateti
                 "threshold": change.threshold,
                 "window": window,
             }
-            oplog.namespace_op(
+            op = oplog.namespace_op(
                 ns, op_type, ts=ts, payload=payload, actor_id=ACTOR_ID, actor_type=ACTOR_TYPE
-            ).save()
+            )
+            store.get().insert(Operation, [op])
         ns.save(update_fields=["head_hash", "last_op_ts"])
     return AlertCounts(raised, resolved)
 

@@ -7,16 +7,16 @@ objects, their session tallies and aggregates, and store the idempotency record,
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
-from rms import bulk, fetch, policy
+from rms import idempotency, policy, store
 from rms import services as core
-from rms.errors import DomainError
-from rms.models import ApiClient, IdempotencyRecord, MemoryObject, Operation, new_row
+from rms.models import ApiClient, MemoryObject, Operation, new_row
+from rms.representations import objects_out, operation_out
 
 SIGNAL_SCOPE = "signal"
 
@@ -47,34 +47,22 @@ def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic
 
 
 #: What an aggregate row is read as: the object id, then ``Aggregate``'s fields in order.
-_AGGREGATE_COLUMNS = ("object_id", *aggregates.FIELDS)
+AGGREGATE_COLUMNS = ("object_id", *aggregates.FIELDS)
 _aggregate_values = operator.attrgetter(*aggregates.FIELDS)
 
 
-def aggregate_query(object_ids: list) -> tuple[str, list]:
-    """PostgreSQL: the aggregate rows of these objects as ``_AGGREGATE_COLUMNS`` (plain SQL for
-    ``rms.fetch``); :func:`aggregates_of_rows` reads the result."""
-    meta = FeedbackAggregate._meta
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(meta.get_field(name).column) for name in _AGGREGATE_COLUMNS)
-    return (
-        f"SELECT {columns} FROM {quote(meta.db_table)} WHERE object_id = ANY(%b::uuid[])",
-        [list(object_ids)],
+def aggregate_select(object_ids) -> store.Select:
+    """The aggregate rows of these objects as ``AGGREGATE_COLUMNS`` tuples (for
+    ``rms.store``); :func:`aggregates_of_rows` reads the result."""
+    return store.Select(
+        FeedbackAggregate, where={"object_id": list(object_ids)}, columns=AGGREGATE_COLUMNS
     )
 
 
 def aggregates_of_rows(rows) -> dict:
-    """{object id: Aggregate} of rows read as ``_AGGREGATE_COLUMNS``: straight into the pure
+    """{object id: Aggregate} of rows read as ``AGGREGATE_COLUMNS``: straight into the pure
     accumulator, without a model instance in between (a batch loads thousands)."""
     return {row[0]: aggregates.Aggregate(*row[1:]) for row in rows}
-
-
-def _load_aggregates(object_ids: list) -> dict:
-    if connection.vendor == "postgresql":
-        return aggregates_of_rows(fetch.rows(*aggregate_query(object_ids)))
-    return aggregates_of_rows(
-        FeedbackAggregate.objects.filter(object_id__in=object_ids).values_list(*_AGGREGATE_COLUMNS)
-    )
 
 
 class AggregateStore:
@@ -86,7 +74,8 @@ class AggregateStore:
         otherwise one query reads them."""
         self._objects = {obj.pk: obj for obj in objects}
         if stored is None:
-            stored = _load_aggregates([obj.pk for obj in objects])
+            (rows,) = store.get().read([aggregate_select(self._objects)])
+            stored = aggregates_of_rows(rows)
         self._stored = stored
         self._values: dict = {}  # the ones handed out: written back by flush()
 
@@ -115,24 +104,18 @@ class AggregateStore:
                     **dict(zip(aggregates.FIELDS, values, strict=True)),
                 )
             )
-        bulk.insert(FeedbackAggregate, new)
-        bulk.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
+        db = store.get()
+        db.insert(FeedbackAggregate, new)
+        db.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
 
 
-def stored_response(client: ApiClient, scope: str, request_id: str, body_hash: str) -> dict | None:
-    """The first answer to this key, or 409 when the body differs (SPEC §7)."""
-    record = IdempotencyRecord.objects.filter(
-        client=client, scope=scope, request_id=request_id
-    ).first()
-    if record is None:
-        return None
-    if record.body_hash != body_hash:
-        raise DomainError(
-            "idempotency_mismatch",
-            f"request_id {request_id!r} was already used with a different body.",
-            409,
-        )
-    return record.response
+def signal_answer(result: core.SignalResult, obj: MemoryObject) -> dict:
+    """The answer to a signal posted alone (API.md), stored for its retries."""
+    return {
+        "operation": operation_out(result.operation),
+        "effect": result.effect,
+        "object": objects_out([obj], timezone.now())[0],
+    }
 
 
 def signal_record(
@@ -141,13 +124,13 @@ def signal_record(
     object_id,
     data: dict,
     body_hash: str,
-    render: Callable[[core.SignalResult, object], dict],
 ) -> tuple[int, dict]:
     """Record one signal posted alone: FEEDBACK_EVENT + REINFORCE/PENALTY + aggregate.
 
-    Returns (201, answer), or (200, first answer) for a retry with the same ``request_id`` and
-    body. Concurrent retries serialise on the object lock or, failing that, on the idempotency
-    record's unique key; the loser answers from the winner's record.
+    One transaction. Returns (201, answer), or (200, first answer) for a retry with the same
+    ``request_id`` and body (409 for another body; ``rms.idempotency``). Concurrent retries
+    serialise on the object lock or, failing that, on the idempotency record's unique key; the
+    loser answers from the winner's record.
     """
     detection_method = core.validate_client_signal(
         data["signal_type"], data.get("detection_method")
@@ -157,7 +140,9 @@ def signal_record(
         with transaction.atomic():
             if (
                 request_id
-                and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash))
+                and (
+                    first := idempotency.stored_answer(client, SIGNAL_SCOPE, request_id, body_hash)
+                )
                 is not None
             ):
                 return 200, first
@@ -175,32 +160,26 @@ def signal_record(
             )
             tallies = core.TallyStore([(obj.pk, signal.session_id)])
             result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
-            store = AggregateStore([obj])
+            aggs = AggregateStore([obj])
             _, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(
-                store.get(obj.pk), signal.signal_type, result.effect, effective, ts
-            )
-            # One pipeline for every write of the signal (rms.bulk.batched).
-            with bulk.batched():
-                bulk.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
-                bulk.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
-                bulk.insert(SignalRecord, [signal_record_row(obj, result)])
+            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+            # One pipeline for every write of the signal (rms.store's batched).
+            db = store.get()
+            with db.batched():
+                db.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
+                db.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
+                db.insert(SignalRecord, [signal_record_row(obj, result)])
                 tallies.flush()
-                store.flush()
-            answer = render(result, obj)
+                aggs.flush()
+            answer = signal_answer(result, obj)
             if request_id:
-                IdempotencyRecord.objects.create(
-                    client=client,
-                    scope=SIGNAL_SCOPE,
-                    request_id=request_id,
-                    body_hash=body_hash,
-                    response=answer,
-                )
+                idempotency.remember(client, SIGNAL_SCOPE, request_id, body_hash, answer)
             return 201, answer
     except IntegrityError:
         if (
             request_id
-            and (first := stored_response(client, SIGNAL_SCOPE, request_id, body_hash)) is not None
+            and (first := idempotency.stored_answer(client, SIGNAL_SCOPE, request_id, body_hash))
+            is not None
         ):
             return 200, first
         raise

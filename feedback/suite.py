@@ -39,6 +39,7 @@ from feedback import services as feedback_services
 from feedback.utility import OUTCOMES
 from rms import policy, replay, verification
 from rms import services as core
+from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
 
 Progress = Callable[[float], None]
@@ -187,10 +188,16 @@ class _Builder:
         getattr(self, f"_{kind}")()
         self.box.writes[kind] += 1
 
-    def _answer(self, kind: str, status: int, body: dict) -> None:
+    def _answer(self, kind: str, status: int, body) -> None:
+        """Count an answer; a refusal comes back as the ``DomainError`` (sessions)."""
         self.box.answers[f"{kind}:{status}"] += 1
         if status >= 300:
-            self.box.refused.append({"write": kind, "status": status, "error": body.get("error")})
+            error = (
+                {"code": body.code, "message": body.message}
+                if isinstance(body, DomainError)
+                else body.get("error")
+            )
+            self.box.refused.append({"write": kind, "status": status, "error": error})
 
     def _request_id(self) -> str:
         self.requests += 1
@@ -288,7 +295,6 @@ class _Builder:
             object_id=object_id,
             data=data,
             body_hash=_digest(data),
-            render=lambda result, obj: {"effect": result.effect},
         )
         self._answer("signal", status, answer)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from rms import evidence, oplog
+from rms import evidence, oplog, store
 from rms.errors import DomainError, NotFound
 from rms.models import ApiClient, MemoryObject, Operation, Relationship
 from rms.policy import DEPRECATED
@@ -123,7 +123,7 @@ def relationship_create(
     try:
         with transaction.atomic():
             rel.save(force_insert=True)
-            op.save()
+            store.get().insert(Operation, [op])
     except IntegrityError as exc:
         raise DomainError(
             "relationship_exists",
@@ -182,7 +182,7 @@ def relationship_evidence(
             },
         )
         rel.save()
-        op.save()
+        store.get().insert(Operation, [op])
     return rel
 
 

@@ -6,6 +6,7 @@ Models hold data and small derived properties only; every write goes through ``r
 from __future__ import annotations
 
 import uuid
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
@@ -81,14 +82,15 @@ class ApiClient(models.Model):
         return self.role in (self.ROLE_OPERATOR, self.ROLE_ADMIN)
 
     def namespace_names(self) -> set[str] | None:
-        """Visible namespace names, or None for "all" (operators and admins)."""
+        """Visible namespace names, or None for "all" (operators and admins); read once per
+        loaded client (one request)."""
         if self.sees_all_namespaces:
             return None
-        cached = getattr(self, "_ns_names", None)
-        if cached is None:
-            cached = set(self.namespaces.values_list("name", flat=True))
-            self._ns_names = cached
-        return cached
+        return self.linked_namespace_names
+
+    @cached_property
+    def linked_namespace_names(self) -> set[str]:
+        return set(self.namespaces.values_list("name", flat=True))
 
     def can_see(self, namespace_name: str) -> bool:
         names = self.namespace_names()

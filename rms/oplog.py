@@ -1,7 +1,8 @@
 """The operation log writers (SPEC §6): hashing, and one small builder per operation type.
 
-Builders return unsaved ``Operation`` rows and advance the target's chain head in memory; the
-calling service saves the target and inserts the rows in the same transaction (STYLE §3).
+Builders return unsaved rows (``OpRow``: ``Operation``'s columns with their canonical JSON texts)
+and advance the target's chain head in memory; the calling service saves the target and inserts
+the rows through ``rms.store`` in the same transaction (STYLE §3).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import hashlib
 import json
 import os
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring_ascii
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from rms import policy
-from rms.models import MemoryObject, Operation, new_row
+from rms.models import MemoryObject, Operation
 from rms.replay import iso, snapshot
 
 TARGET_OBJECT = "memory_object"
@@ -78,6 +80,68 @@ class ChainTarget(Protocol):
     last_op_ts: datetime
 
 
+@dataclass(eq=False)
+class OpRow:
+    """An operation row as built, before it is stored: ``Operation``'s columns, plus the
+    canonical JSON texts of its payload and state, encoded once for the hash and written as
+    they are by ``rms.store`` (``JSON_TEXTS``). ``seq`` is the database's: None until read."""
+
+    JSON_TEXTS: ClassVar[dict] = {"payload": "payload_json", "state": "state_json"}
+
+    id: str
+    ts: datetime
+    op_type: str
+    target_type: str
+    target_id: Any
+    namespace: str
+    actor_id: str
+    actor_type: str
+    session_id: str | None
+    payload: dict
+    policy_version: str
+    state: dict | None
+    prev_hash: str
+    hash: str
+    payload_json: str
+    state_json: str | None
+    seq: int | None = None
+
+    def to_model(self) -> Operation:
+        """An unsaved ``Operation`` with these values (for a caller that saves it itself)."""
+        return Operation(
+            id=self.id,
+            ts=self.ts,
+            op_type=self.op_type,
+            target_type=self.target_type,
+            target_id=self.target_id,
+            namespace=self.namespace,
+            actor_id=self.actor_id,
+            actor_type=self.actor_type,
+            session_id=self.session_id,
+            payload=self.payload,
+            policy_version=self.policy_version,
+            state=self.state,
+            prev_hash=self.prev_hash,
+            hash=self.hash,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChainKey:
+    """What every operation on one object's chain repeats: its id as text and as JSON, and its
+    namespace's name. Computed once per loaded object by a caller that appends many operations
+    (``UUID.__str__`` is Python, ~0.7 µs; the related-object descriptor ~0.6 µs)."""
+
+    text: str
+    json: str
+    namespace: str
+
+    @classmethod
+    def of(cls, obj: MemoryObject, namespace: str | None = None) -> ChainKey:
+        text = str(obj.pk)
+        return cls(text, json_scalar(text), namespace or obj.namespace.name)
+
+
 def append(
     target: ChainTarget,
     *,
@@ -92,19 +156,20 @@ def append(
     state: dict | None = None,
     policy_version: str = "",
     payload_json: str | None = None,
-) -> Operation:
+    target_json: str | None = None,
+) -> OpRow:
     """Build the next operation on ``target``'s chain and move the chain head.
 
     The payload and state are encoded once: the same canonical texts make the hashed row and
-    are what ``rms.bulk`` writes, so the hot path never encodes them twice. A caller that
+    are what ``rms.store`` writes, so the hot path never encodes them twice. A caller that
     already holds ``canonical_json(payload)`` (the same payload for several operations, or
-    one spelled out by hand and tested against it) passes it as ``payload_json``.
+    one spelled out by hand and tested against it) passes it as ``payload_json``, and one that
+    appends many operations to one target its id's JSON as ``target_json`` (``ChainKey``).
     """
     op_id = new_id()
     prev_hash = target.head_hash
-    pk_json = target.__dict__.get("_pk_json")
-    if pk_json is None:  # the target's id as JSON, computed once per loaded target
-        pk_json = target.__dict__["_pk_json"] = json_scalar(pk_text(target))
+    if target_json is None:
+        target_json = json_scalar(str(target.pk))
     if payload_json is None:
         payload_json = canonical_json(payload)
     state_json = "null" if state is None else canonical_json(state)
@@ -119,13 +184,11 @@ def append(
         prev_hash,
         session_id,
         state_json,
-        pk_json,
+        target_json,
         target_type,
         iso(ts),
     )
-    op = new_row(
-        Operation,
-        seq=None,
+    op = OpRow(
         id=op_id,
         ts=ts,
         op_type=op_type,
@@ -140,30 +203,12 @@ def append(
         state=state,
         prev_hash=prev_hash,
         hash=hashlib.sha256((prev_hash + row_json).encode()).hexdigest(),
-        _json_payload=payload_json,
-        _json_state=None if state is None else state_json,
+        payload_json=payload_json,
+        state_json=None if state is None else state_json,
     )
     target.head_hash = op.hash
     target.last_op_ts = ts
     return op
-
-
-def pk_text(target) -> str:
-    """``str(target.pk)``, computed once per loaded target: a batch writes each object's id
-    into dozens of payloads and records (``UUID.__str__`` is Python, ~0.7 µs)."""
-    text = target.__dict__.get("_pk_text")
-    if text is None:
-        text = target.__dict__["_pk_text"] = str(target.pk)
-    return text
-
-
-def namespace_name(obj: MemoryObject) -> str:
-    """The object's namespace name, read once per loaded object (the related-object descriptor
-    costs ~0.6 µs a call; objects never change namespace)."""
-    name = obj.__dict__.get("_namespace_name")
-    if name is None:
-        name = obj.__dict__["_namespace_name"] = obj.namespace.name
-    return name
 
 
 def new_id() -> str:
@@ -240,15 +285,18 @@ def _object_op(
     session_id: str | None = None,
     policy_version: str = "",
     payload_json: str | None = None,
-) -> Operation:
+    key: ChainKey | None = None,
+) -> OpRow:
     """Every operation on an object's chain bumps its version; those that change the object's
     state also store the full state after it (SPEC §6), the others (injections, feedback events,
     sweep checks) record facts only, which keeps the hot ingestion path lean."""
     obj.version += 1
+    if key is None:
+        key = ChainKey.of(obj)
     return append(
         obj,
         target_type=TARGET_OBJECT,
-        namespace=namespace_name(obj),
+        namespace=key.namespace,
         op_type=op_type,
         ts=ts,
         payload=payload,
@@ -258,10 +306,11 @@ def _object_op(
         state=snapshot(obj.to_state(), obj.version) if op_type in STATE_CHANGING else None,
         policy_version=policy_version,
         payload_json=payload_json,
+        target_json=key.json,
     )
 
 
-def object_created(obj: MemoryObject, *, ts: datetime, actor_id: str, actor_type: str) -> Operation:
+def object_created(obj: MemoryObject, *, ts: datetime, actor_id: str, actor_type: str) -> OpRow:
     payload = {
         "content": obj.content,
         "domain_tags": obj.domain_tags,
@@ -283,7 +332,12 @@ def object_created(obj: MemoryObject, *, ts: datetime, actor_id: str, actor_type
     )
 
 
-def signal_applied(obj: MemoryObject, outcome: policy.Outcome, signal: policy.Signal) -> Operation:
+def signal_applied(
+    obj: MemoryObject,
+    outcome: policy.Outcome,
+    signal: policy.Signal,
+    key: ChainKey | None = None,
+) -> OpRow:
     """REINFORCE or PENALTY with the RFC payload (SPEC §6)."""
     return _object_op(
         obj,
@@ -294,12 +348,18 @@ def signal_applied(obj: MemoryObject, outcome: policy.Outcome, signal: policy.Si
         actor_type=signal.actor_type,
         session_id=signal.session_id,
         policy_version=policy.POLICY_VERSION,
+        key=key,
     )
 
 
 def feedback_event(
-    obj: MemoryObject, *, signal: policy.Signal, payload: dict, payload_json: str | None = None
-) -> Operation:
+    obj: MemoryObject,
+    *,
+    signal: policy.Signal,
+    payload: dict,
+    payload_json: str | None = None,
+    key: ChainKey | None = None,
+) -> OpRow:
     return _object_op(
         obj,
         "FEEDBACK_EVENT",
@@ -310,6 +370,7 @@ def feedback_event(
         session_id=signal.session_id,
         policy_version=policy.POLICY_VERSION,
         payload_json=payload_json,
+        key=key,
     )
 
 
@@ -321,7 +382,8 @@ def injection_event(
     actor_id: str,
     actor_type: str,
     payload_json: str | None = None,
-) -> Operation:
+    key: ChainKey | None = None,
+) -> OpRow:
     return _object_op(
         obj,
         "INJECTION_EVENT",
@@ -331,6 +393,7 @@ def injection_event(
         actor_type=actor_type,
         session_id=payload.get("session_id"),
         payload_json=payload_json,
+        key=key,
     )
 
 
@@ -351,7 +414,7 @@ def json_scalar(value) -> str:
 
 def ignored_check(
     obj: MemoryObject, *, ts: datetime, payload: dict, actor_id: str, actor_type: str
-) -> Operation:
+) -> OpRow:
     return _object_op(
         obj,
         "IGNORED_CHECK",
@@ -371,7 +434,7 @@ def admin_change(
     payload: dict,
     actor_id: str,
     actor_type: str,
-) -> Operation:
+) -> OpRow:
     """PIN, UNPIN, EPISTEMIC_TRANSITION and CONDITION_CHANGED."""
     return _object_op(
         obj,
@@ -395,7 +458,7 @@ class _NamespaceChain:
 
 def namespace_op(
     ns, op_type: str, *, ts: datetime, payload: dict, actor_id: str, actor_type: str
-) -> Operation:
+) -> OpRow:
     """An operation on a namespace's own chain (ALERT_RAISED, ALERT_RESOLVED); moves the
     namespace's head like ``append`` moves an object's. The caller holds the namespace's row
     lock and saves ``head_hash`` and ``last_op_ts`` in the same transaction."""

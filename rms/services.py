@@ -16,9 +16,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from rms import bulk, oplog, policy
+from rms import oplog, policy, store
 from rms.errors import DomainError, Forbidden, NotFound
-from rms.locks import lock_objects
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally, new_row
 
 DEFAULT_ACTOR_TYPE = "SYSTEM_PROCESS"
@@ -205,7 +204,7 @@ def object_create(*, client: ApiClient, items: list[dict]) -> list[MemoryObject]
             if MemoryObject.objects.filter(pk__in=seen).exists():
                 raise DomainError("object_exists", "An object with this id already exists.", 409)
             MemoryObject.objects.bulk_create(objects)
-            Operation.objects.bulk_create(ops)
+            store.get().insert(Operation, ops)
     except IntegrityError as exc:  # a concurrent create with the same id won the race
         raise DomainError("object_exists", "An object with this id already exists.", 409) from exc
     return objects
@@ -214,7 +213,7 @@ def object_create(*, client: ApiClient, items: list[dict]) -> list[MemoryObject]
 def visible_object(client: ApiClient, object_id, *, lock: bool = False) -> MemoryObject:
     """The object by id, 404 if it does not exist or the caller cannot see its namespace."""
     if lock:
-        obj = lock_objects([object_id]).get(object_id)
+        obj = store.get().lock_objects([object_id]).get(object_id)
     else:
         obj = MemoryObject.objects.select_related("namespace").filter(pk=object_id).first()
     if obj is None or not client.can_see(obj.namespace.name):
@@ -249,7 +248,7 @@ def _admin_change(
             obj, op_type, ts=at, payload=body, actor_id=actor.id, actor_type=actor.type
         )
         obj.save(update_fields=MemoryObject.WRITABLE_FIELDS)
-        op.save()
+        store.get().insert(Operation, [op])
     return obj
 
 
@@ -359,10 +358,10 @@ class TallyStore:
     @classmethod
     def of_rows(cls, rows: Iterable[SessionTally]) -> TallyStore:
         """A store of tally rows already read (``feedback.ingest`` reads them with its locks)."""
-        store = cls(())
+        tallies = cls(())
         for row in rows:
-            store._rows[(row.object_id, row.session_id)] = row
-        return store
+            tallies._rows[(row.object_id, row.session_id)] = row
+        return tallies
 
     def get(self, object_id, session_id: str) -> policy.SessionTally:
         row = self._rows.get((object_id, session_id))
@@ -384,8 +383,9 @@ class TallyStore:
 
     def flush(self) -> None:
         rows = [self._rows[k] for k in self._dirty]
-        bulk.insert(SessionTally, [r for r in rows if r.pk is None])
-        bulk.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
+        db = store.get()
+        db.insert(SessionTally, [r for r in rows if r.pk is None])
+        db.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
         self._dirty.clear()
 
 
@@ -393,11 +393,11 @@ class TallyStore:
 class SignalResult:
     signal: policy.Signal
     outcome: policy.Outcome
-    feedback_op: Operation
-    change_op: Operation | None
+    feedback_op: oplog.OpRow
+    change_op: oplog.OpRow | None
 
     @property
-    def operation(self) -> Operation:
+    def operation(self) -> oplog.OpRow:
         """The REINFORCE / PENALTY operation, or the FEEDBACK_EVENT when nothing changed."""
         return self.change_op or self.feedback_op
 
@@ -423,12 +423,14 @@ def signal_ops(
     *,
     extra: dict | None = None,
     payload_json: str | None = None,
+    key: oplog.ChainKey | None = None,
 ) -> SignalResult:
     """Apply one signal to a locked object: FEEDBACK_EVENT, then REINFORCE or PENALTY.
 
     The operations are returned unsaved; the object and the tally are updated in memory.
     ``payload_json``: the FEEDBACK_EVENT payload's canonical JSON when the caller knows it is
-    the one of an earlier call (the automatic UNUSED of one session all carry one payload).
+    the one of an earlier call (the automatic UNUSED of one session all carry one payload);
+    ``key``: the object's ``oplog.ChainKey`` when the caller holds it.
     """
     if policy.SIGNALS[signal.signal_type].kind == policy.NEUTRAL:
         tally, outcome = None, policy.neutral_outcome(signal)
@@ -451,12 +453,12 @@ def signal_ops(
         **(extra or {}),
     }
     feedback_op = oplog.feedback_event(
-        obj, signal=signal, payload=payload, payload_json=payload_json
+        obj, signal=signal, payload=payload, payload_json=payload_json, key=key
     )
     change_op = None
     if outcome.op_type is not None:
         obj.apply_state(outcome.state)
-        change_op = oplog.signal_applied(obj, outcome, signal)
+        change_op = oplog.signal_applied(obj, outcome, signal, key)
         if outcome.tally is not tally:
             tallies.put(obj.pk, signal.session_id, outcome.tally)
     return SignalResult(signal, outcome, feedback_op, change_op)

@@ -32,21 +32,13 @@ from rms.api import pagination
 from rms.api.errors import error_body, flatten_fields
 from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
-from rms.api.serializers import SignalIn, objects_out, operation_out
+from rms.api.serializers import SignalIn, objects_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
-from rms.errors import NotFound
+from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
 from rms.replay import iso
 
 JSON = "application/json"
-
-
-def signal_answer(result, obj) -> dict:
-    return {
-        "operation": operation_out(result.operation),
-        "effect": result.effect,
-        "object": objects_out([obj], timezone.now())[0],
-    }
 
 
 class ObjectSignalView(APIView):
@@ -70,7 +62,6 @@ class ObjectSignalView(APIView):
             object_id=object_uuid,
             data=data,
             body_hash=body_hash(request),
-            render=signal_answer,
         )
         if status == 201:
             telemetry.SIGNALS_INGESTED.labels("endpoint").inc()
@@ -82,17 +73,17 @@ def session_item(body) -> ingest.Item:
     strict JSON parser refused (``BadItem``) is answered 400 on its own."""
     if isinstance(body, BadItem):
         digest = hashlib.sha256(body.text.encode("utf-8", "surrogatepass")).hexdigest()
-        return ingest.Item(None, digest, error=(400, error_body("malformed_json", body.message)))
+        return ingest.Item(None, digest, error=DomainError("malformed_json", body.message))
     digest = hashlib.sha256(canonical_json(body).encode()).hexdigest()
     data = fastpath.validate_session(body)
     if data is not None:
         return ingest.Item(data, digest)
     ser = serializers.SessionIn(data=body)
     if not ser.is_valid():
-        error = error_body(
-            "validation_error", "The feedback session is invalid.", flatten_fields(ser.errors)
+        error = DomainError(
+            "validation_error", "The feedback session is invalid.", 400, flatten_fields(ser.errors)
         )
-        return ingest.Item(None, digest, error=(400, error))
+        return ingest.Item(None, digest, error=error)
     return ingest.Item(dict(ser.validated_data), digest)
 
 
@@ -122,10 +113,12 @@ class FeedbackSessionView(APIView):
             raise ValidationError({"non_field_errors": ["Send one session object."]})
         item = session_item(request.data)
         if item.error:
-            return Response(item.error[1], status=item.error[0])
+            raise item.error
         status, body = ingest.record_one(
             client=request.auth, data=item.data, body_hash=item.body_hash
         )
+        if isinstance(body, DomainError):
+            raise body
         count_ingested([(status, body)])
         return Response(body, status=status)
 
@@ -162,8 +155,9 @@ def batch_answer(items: list[ingest.Item], results: list[tuple[int, dict]]) -> s
     spliced in as the text it was stored with: 500 records are not encoded a second time."""
     parts = []
     for item, (status, body) in zip(items, results, strict=True):
-        if status >= 400:
-            parts.append(json.dumps({"status": status, "error": body["error"]}))
+        if isinstance(body, DomainError):
+            error = error_body(body.code, body.message, body.fields)["error"]
+            parts.append(json.dumps({"status": status, "error": error}))
         elif item.record_json is not None:
             parts.append(f'{{"status":{status},"record":{item.record_json}}}')
         else:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feedback.ingest import injection_payload_json
+from feedback.planner import injection_payload_json
 from rms.models import Operation
 from rms.oplog import canonical_json, json_scalar
 from tests.factories import make_objects, post, session

@@ -430,7 +430,6 @@ def test_rebuild_from_log_equals_live_after_1000_random_sessions(admin_api):
                     "ts": T0 + timedelta(minutes=minute),
                 },
                 body_hash="-",
-                render=lambda r, o: {},
             )
     assert FeedbackSession.objects.count() == 1000
     folded = rebuild.fold_log()

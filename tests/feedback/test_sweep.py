@@ -406,7 +406,6 @@ def test_a_change_between_the_candidate_read_and_the_lock_is_respected(client_ap
             object_id=a,
             data={"signal_type": "REFERENCED", "session_id": "late", "ts": NOW},
             body_hash="-",
-            render=lambda r, o: {},
         )
         return real_lock(ids, **kwargs)
 

@@ -40,7 +40,6 @@ def test_many_threads_signalling_one_object_end_at_the_sequential_fold(
                         "actor_id": f"t{n}",
                     },
                     body_hash="-",
-                    render=lambda r, o: {},
                 )
         except BaseException as exc:  # surfaced below
             errors.append(exc)

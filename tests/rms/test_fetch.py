@@ -1,4 +1,4 @@
-"""rms.fetch on PostgreSQL: rows read with plain SQL equal what the ORM reads."""
+"""rms.store.pgfetch on PostgreSQL: rows read with plain SQL equal what the ORM reads."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rms import fetch
 from rms.models import MemoryObject
+from rms.store import pgfetch as fetch
 from tests.factories import make_object
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # rms.fetch is the PostgreSQL path
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # the PostgreSQL store's reads
 
 
 def test_timestamps_read_with_the_c_loader_equal_django_s(require_postgres, client_api):

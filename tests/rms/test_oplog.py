@@ -27,7 +27,7 @@ NEGATIVE = ["CORRECTED", "CONTRADICTED_BY_OBSERVATION", "TASK_FAILED_WITH"]
 def send(client, obj, **data):
     data = {"signal_type": "CONFIRMED", "session_id": "s-1", **data}
     return feedback_services.signal_record(
-        client=client, object_id=obj.pk, data=data, body_hash="-", render=lambda r, o: {}
+        client=client, object_id=obj.pk, data=data, body_hash="-"
     )
 
 

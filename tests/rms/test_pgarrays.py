@@ -1,4 +1,4 @@
-"""rms.pgarrays: arrays encoded by hand read back in PostgreSQL exactly as psycopg's own."""
+"""rms.store.pgarrays: arrays encoded by hand read back in PostgreSQL exactly as psycopg's own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rms import pgarrays
+from rms.store import pgarrays
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]  # binary arrays are PostgreSQL's
 

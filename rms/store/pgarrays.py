@@ -1,6 +1,6 @@
 """Columns of values as PostgreSQL binary arrays, built with C-level iteration.
 
-``rms.bulk`` sends a pipelined write as one array parameter per column. psycopg dumps a list in
+``rms.store.pg`` sends a pipelined write as one array parameter per column. psycopg dumps a list in
 binary with a Python loop over its elements (~0.3 µs each); a batch of feedback sessions sends
 about 300,000 of them. Here a column whose values share one simple type (str, UUID, float, int,
 or bool, with or without None) is encoded by ``map`` and ``bytes.join`` over C

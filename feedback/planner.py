@@ -1,0 +1,520 @@
+"""The feedback-session planner (SPEC §7–§9): loaded state and validated bodies in, rows out.
+
+Pure: no database access. ``feedback.ingest`` loads the state through ``rms.store`` (under the
+objects' locks), hands it here with the bodies, and writes what comes out. For each body, in
+order, the planner decides its answer: the stored record of an earlier request with the same
+``request_id`` (or 409 for another body, ``rms.idempotency``), the answer of an earlier item of
+the same call with that key, a refusal (each session is checked in full before anything of it
+is planned, so a bad session leaves nothing behind while the others go ahead), or 201 with its
+record. A planned session yields its rows: the operations of every chain it extends (in chain
+order, so ``seq`` follows each chain), its injection and signal rows, its session row and
+scopes; and it moves, in memory, the objects, their session tallies and aggregates, which the
+service writes once at the end.
+
+This is where the session rules are read: the scope and visibility checks, an object injected
+once per session, at most one UNUSED per object, clients never sending the sweep's signals
+(``rms.services.validate_client_signal``), the automatic UNUSED of an injected object that got
+no signal and the optional response analysis (RFC-0009 §4), the session record (API.md).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from statistics import fmean
+from typing import ClassVar
+
+from feedback import aggregates, detection, embedding
+from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
+from feedback.services import AggregateStore, signal_record_row
+from rms import idempotency, oplog, policy
+from rms import services as core
+from rms.errors import DomainError
+from rms.models import GENESIS_HASH, ApiClient, MemoryObject, new_row
+from rms.replay import iso
+
+AUTO_UNUSED_METHOD = "injection_tracking"  # the service's own deterministic injection tracking
+DETECTED_METHOD = "response_analysis"  # LOW reliability, 0.5 discount (SPEC §2)
+
+#: An item's answer: (201, record) created, (200, record) replayed, (status, DomainError) refused.
+Answer = tuple[int, "dict | DomainError"]
+
+
+@dataclass
+class Item:
+    """One session body: validated ``data`` (or the ``error`` that refused it) and the hash of
+    the body as sent (SPEC §7)."""
+
+    data: dict | None
+    body_hash: str
+    error: DomainError | None = None
+    result: Answer | None = None
+    duplicate_of: Item | None = None
+    #: The JSON text of ``result``'s record when this call created it: encoded once, for the
+    #: stored row and for the batch answer (``feedback.api.views.batch_answer``).
+    record_json: str | None = None
+
+
+def refused(exc: DomainError) -> Answer:
+    return exc.status, exc
+
+
+@dataclass(eq=False)
+class SessionRow:
+    """A ``FeedbackSession`` row as built (its columns), with its record's JSON text, encoded
+    once for the stored row and for the batch answer (``rms.store`` writes it as it is)."""
+
+    JSON_TEXTS: ClassVar[dict] = {"record": "record_json"}
+
+    id: uuid.UUID
+    client_id: int
+    request_id: str
+    body_hash: str
+    session_id: str
+    ts: datetime
+    namespace_scope: list
+    context_budget: int
+    tokens_used: int
+    context_text: str
+    context_tags: list
+    outcome: str | None
+    record: dict | None
+    head_hash: str
+    last_op_ts: datetime
+    record_json: str | None = None
+
+    @property
+    def pk(self) -> uuid.UUID:  # a chain target (``rms.oplog.ChainTarget``)
+        return self.id
+
+
+@dataclass
+class Loaded:
+    """What a call reads before it plans (``feedback.ingest``): the stored sessions of its
+    request ids, the namespaces of its scopes by name, the objects it touches (locked) by id,
+    their aggregates and session tallies, and the ids of the namespaces the client may see
+    (None: all of them)."""
+
+    stored: dict
+    namespaces: dict
+    objects: dict
+    aggregates: AggregateStore
+    tallies: core.TallyStore
+    visible: frozenset | None
+
+
+@dataclass
+class Events:
+    """The event rows of planned sessions, in the order they are written."""
+
+    ops: list[oplog.OpRow] = field(default_factory=list)
+    injections: list[InjectionEvent] = field(default_factory=list)
+    signals: list[SignalRecord] = field(default_factory=list)
+    sessions: list[SessionRow] = field(default_factory=list)
+    scopes: list[SessionNamespace] = field(default_factory=list)
+
+
+class SessionPlan:
+    """The plan of one call. :meth:`sessions` plans the items and yields their event rows;
+    afterwards ``touched`` holds the objects to update, ``loaded.tallies`` and
+    ``loaded.aggregates`` the changed tallies and aggregates, ``streak_grew`` the injected
+    objects whose unused streak grew (the sweep trigger, SPEC §9) and ``planned`` the number
+    of sessions created."""
+
+    def __init__(self, client: ApiClient, loaded: Loaded, scorer=None) -> None:
+        self.client = client
+        self.loaded = loaded
+        self.system = core.Actor.of(client)
+        self._scorer = scorer
+        names = {ns.pk: ns.name for ns in loaded.namespaces.values()}
+        # Only objects of the call's scopes are ever planned on (``_check``).
+        self.keys = {
+            pk: oplog.ChainKey.of(obj, names[obj.namespace_id])
+            for pk, obj in loaded.objects.items()
+            if obj.namespace_id in names
+        }
+        self.touched: dict = {}
+        self.streak_grew: set = set()
+        self.planned = 0
+        self._events = Events()
+
+    def sessions(self, items: list[Item], every: int | None = None) -> Iterator[Events]:
+        """Answer every item (``item.result``); yields the event rows planned, every ``every``
+        created sessions when given, and the rest at the end."""
+        first: dict[str, Item] = {}
+        todo: list[Item] = []
+        for item in items:
+            request_id = item.data["request_id"]
+            previous = self.loaded.stored.get(request_id)
+            if previous is not None:
+                try:
+                    first_answer = idempotency.replay(
+                        request_id, previous.body_hash, item.body_hash, previous.record
+                    )
+                    item.result = (200, first_answer)
+                except DomainError as exc:
+                    item.result = refused(exc)
+            elif request_id in first:
+                item.duplicate_of = first[request_id]
+            else:
+                first[request_id] = item
+                todo.append(item)
+
+        for item in todo:
+            try:
+                ts = self._check(item.data)
+            except DomainError as exc:
+                item.result = refused(exc)
+                continue
+            item.result = (201, self._plan(item, ts))
+            self.planned += 1
+            if every and self.planned % every == 0:
+                yield self._take()
+        yield self._take()
+
+        for item in items:
+            original = item.duplicate_of
+            if original is None:
+                continue
+            if original.body_hash != item.body_hash:
+                item.result = refused(idempotency.conflict(item.data["request_id"]))
+            elif original.result[0] == 201:
+                item.result = (200, original.result[1])
+                item.record_json = original.record_json
+            else:
+                item.result = original.result
+
+    def _take(self) -> Events:
+        events, self._events = self._events, Events()
+        return events
+
+    def _check(self, data: dict) -> datetime:
+        """Everything that can refuse a session, before any of it is planned; returns its ts."""
+        namespaces, objects, visible = (
+            self.loaded.namespaces,
+            self.loaded.objects,
+            self.loaded.visible,
+        )
+        scope = data["namespace_scope"]
+        for name in scope:
+            ns = namespaces.get(name)
+            if visible is not None and (ns is None or ns.pk not in visible):
+                raise DomainError("forbidden", f"You may not write to namespace {name!r}.", 403)
+            if ns is None:
+                raise DomainError(
+                    "unknown_namespace",
+                    f"Namespace {name!r} does not exist.",
+                    400,
+                    {"namespace_scope": [f"Unknown namespace {name!r}."]},
+                )
+        scope_ids = {namespaces[name].pk for name in scope}
+        fields: dict[str, list[str]] = {}
+        injected = set()
+        for i, inj in enumerate(data["injections"]):
+            if inj["object_id"] in injected:
+                fields[f"injections.{i}.object_id"] = ["Injected twice in this session."]
+            injected.add(inj["object_id"])
+        unused_seen = set()
+        for key in ("injections", "signals"):
+            for i, entry in enumerate(data[key]):
+                obj = objects.get(entry["object_id"])
+                if obj is None or obj.namespace_id not in scope_ids:
+                    fields[f"{key}.{i}.object_id"] = ["Unknown object, or outside namespace_scope."]
+                if key == "signals":
+                    try:
+                        core.validate_client_signal(
+                            entry["signal_type"], entry.get("detection_method")
+                        )
+                    except DomainError as exc:
+                        for name, messages in (exc.fields or {}).items():
+                            fields[f"signals.{i}.{name}"] = messages
+                    if entry["signal_type"] == "UNUSED":
+                        if entry["object_id"] in unused_seen:
+                            fields[f"signals.{i}.signal_type"] = ["At most one UNUSED per object."]
+                        unused_seen.add(entry["object_id"])
+        if fields:
+            raise DomainError("validation_error", "The feedback session is invalid.", 400, fields)
+        touched = {objects[e["object_id"]] for k in ("injections", "signals") for e in data[k]}
+        return core.resolve_ts(data.get("ts"), [obj.last_op_ts for obj in touched])
+
+    def _plan(self, item: Item, ts: datetime) -> dict:
+        """Plan one checked session; returns its record."""
+        data = item.data
+        objects, keys, events = self.loaded.objects, self.keys, self._events
+        aggs, tallies, system = self.loaded.aggregates, self.loaded.tallies, self.system
+        session_pk = uuid.uuid4()
+        request_id = data["request_id"]
+        session_id = data["session_id"]
+        session_text = str(session_pk)
+        extra = {"request_id": request_id, "feedback_session_id": session_text}
+        session = SessionRow(
+            id=session_pk,
+            client_id=self.client.pk,
+            request_id=request_id,
+            body_hash=item.body_hash,
+            session_id=session_id,
+            ts=ts,
+            namespace_scope=list(data["namespace_scope"]),
+            context_budget=data["context_budget"],
+            tokens_used=data["tokens_used"],
+            context_text=data.get("context_text") or "",
+            context_tags=list(data.get("context_tags") or []),
+            outcome=data.get("outcome"),
+            record=None,
+            head_hash=GENESIS_HASH,
+            last_op_ts=ts,
+        )
+
+        injected: dict = {}
+        str_values: list[float] = []
+        for inj in data["injections"]:
+            obj = objects[inj["object_id"]]
+            composite = inj.get("composite_score")
+            str_value = inj.get("str_value")
+            if str_value is None and composite is not None:
+                str_value = composite / inj["token_cost"]
+            if str_value is not None:
+                str_values.append(str_value)
+            payload = {
+                "session_id": session_id,
+                "request_id": request_id,
+                "feedback_session_id": session_text,
+                "object_id": keys[obj.pk].text,
+                "rank_position": inj.get("rank_position"),
+                "representation_type": inj.get("representation_type") or "",
+                "token_cost": inj["token_cost"],
+                "composite_score": composite,
+                "str_value": str_value,
+                "injection_ts": iso(ts),
+            }
+            events.ops.append(
+                oplog.injection_event(
+                    obj,
+                    ts=ts,
+                    payload=payload,
+                    actor_id=system.id,
+                    actor_type=system.type,
+                    payload_json=injection_payload_json(payload),
+                    key=keys[obj.pk],
+                )
+            )
+            aggregates.on_injection(aggs.get(obj.pk), inj["token_cost"])
+            row = new_row(  # not Model.__init__: ten per session of a batch
+                InjectionEvent,
+                id=None,
+                session_id=session_pk,
+                object_id=obj.pk,
+                namespace_id=obj.namespace_id,
+                ts=ts,
+                rank_position=inj.get("rank_position"),
+                representation_type=payload["representation_type"],
+                token_cost=inj["token_cost"],
+                composite_score=composite,
+                str_value=str_value,
+                ended_unused=False,
+            )
+            events.injections.append(row)
+            injected[obj.pk] = row
+            self.touched[obj.pk] = obj
+
+        received: dict = defaultdict(list)
+        out_signals: list[dict] = []
+
+        def apply(
+            obj: MemoryObject,
+            signal: policy.Signal,
+            automatic: bool,
+            more: dict | None = None,
+            payload_json: str | None = None,
+        ) -> core.SignalResult:
+            result = core.signal_ops(
+                obj,
+                signal,
+                tallies,
+                extra={**extra, **(more or {})},
+                payload_json=payload_json,
+                key=keys[obj.pk],
+            )
+            events.ops.append(result.feedback_op)
+            if result.change_op is not None:
+                events.ops.append(result.change_op)
+            base, effective = core.weights_of(result.outcome, signal)
+            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+            if not automatic:
+                # Automatic UNUSED stay in the log (FEEDBACK_EVENT) and in
+                # InjectionEvent.ended_unused; SignalRecord keeps what clients sent, a quarter
+                # of the rows.
+                events.signals.append(signal_record_row(obj, result, session=session))
+            received[obj.pk].append(signal.signal_type)
+            self.touched[obj.pk] = obj
+            return result
+
+        for entry in data["signals"]:
+            obj = objects[entry["object_id"]]
+            actor = core.Actor.of(self.client, entry.get("actor_id"), entry.get("actor_type"))
+            signal = policy.Signal(
+                signal_type=entry["signal_type"],
+                detection_method=policy.resolve_detection_method(
+                    entry["signal_type"], entry.get("detection_method")
+                ),
+                actor_id=actor.id,
+                actor_type=actor.type,
+                session_id=session_id,
+                ts=ts,
+                evidence_ids=tuple(entry.get("evidence_ids") or ()),
+            )
+            out_signals.append(signal_out(keys[obj.pk].text, apply(obj, signal, automatic=False)))
+
+        text = {pk: keys[pk].text for pk in injected}
+        unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
+        silent = [pk for pk in injected if not received[pk]]
+        detected = {}
+        if data.get("detect") and silent:
+            # Only objects without an explicit signal are analysed: an explicit signal is never
+            # replaced or doubled by an inferred one (RFC-0009 §4).
+            if self._scorer is None:
+                self._scorer = embedding.service_scorer()
+            found = detection.analyse(
+                data["response_text"],
+                [detection.DetectionInput(text[pk], objects[pk].content) for pk in silent],
+                self._scorer,
+            )
+            detected = {d.object_id: d for d in found}
+        unused_json = None  # every plain automatic UNUSED of the session has the same payload
+        for pk in silent:
+            found_one = detected.get(text[pk])
+            more = None
+            if found_one is not None:
+                more = {
+                    "detected": True,
+                    "detection_score": found_one.score,
+                    "detection_reason": found_one.reason,
+                }
+            referenced = found_one is not None and found_one.signal_type == detection.REFERENCED
+            signal = policy.Signal(
+                signal_type="REFERENCED" if referenced else "UNUSED",
+                detection_method=DETECTED_METHOD if found_one is not None else AUTO_UNUSED_METHOD,
+                actor_id=system.id,
+                actor_type=system.type,
+                session_id=session_id,
+                ts=ts,
+            )
+            plain = found_one is None
+            result = apply(
+                objects[pk],
+                signal,
+                automatic=True,
+                more=more,
+                payload_json=unused_json if plain else None,
+            )
+            if plain:
+                unused_json = result.feedback_op.payload_json
+            if referenced:
+                out_signals.append(
+                    {**signal_out(text[pk], result), "detected": True, "score": found_one.score}
+                )
+            else:
+                unused_ids.append(text[pk])
+
+        outcome = data.get("outcome")
+        for pk, row in injected.items():
+            types = received[pk]
+            row.ended_unused = all(t == "UNUSED" for t in types)
+            aggregates.on_session_end(aggs.get(pk), signal_types=types, outcome=outcome, ts=ts)
+            if row.ended_unused:  # on_session_end grew the streak
+                self.streak_grew.add(pk)
+
+        has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
+        record = {
+            "id": session_text,
+            "session_id": session_id,
+            "request_id": request_id,
+            "ts": iso(ts),
+            "namespace_scope": session.namespace_scope,
+            "context_budget": session.context_budget,
+            "tokens_used": session.tokens_used,
+            "context_tags": session.context_tags,
+            "outcome": outcome,
+            "injected_object_ids": [text[pk] for pk in injected],
+            "signals": out_signals,
+            "unused_ids": unused_ids,
+            "session_str_mean": fmean(str_values) if str_values else None,
+        }
+        session.record = record
+        session.record_json = item.record_json = json.dumps(
+            record, separators=(",", ":"), allow_nan=False
+        )
+        payload = {k: v for k, v in record.items() if k not in ("id", "ts")}
+        payload["context_text"] = session.context_text
+        events.ops.append(
+            oplog.append(
+                session,
+                target_type=oplog.TARGET_SESSION,
+                namespace=session.namespace_scope[0],
+                op_type="FEEDBACK_SESSION",
+                ts=ts,
+                payload=payload,
+                actor_id=system.id,
+                actor_type=system.type,
+                session_id=session_id,
+                policy_version=policy.POLICY_VERSION,
+                target_json=oplog.json_scalar(session_text),
+            )
+        )
+        events.sessions.append(session)
+        namespaces = self.loaded.namespaces
+        for name in session.namespace_scope:
+            events.scopes.append(
+                new_row(
+                    SessionNamespace,
+                    id=None,
+                    session_id=session_pk,
+                    namespace_id=namespaces[name].pk,
+                    ts=ts,
+                    context_budget=session.context_budget,
+                    has_corrected=has_corrected,
+                )
+            )
+        return record
+
+
+def injection_payload_json(payload: dict) -> str:
+    """``canonical_json`` of an INJECTION_EVENT payload, spelled out in sorted-key order (half
+    the encoder's cost; five thousand a batch). ``test_ingest_payloads`` checks the two agree."""
+    j = oplog.json_scalar
+    return (
+        f'{{"composite_score":{j(payload["composite_score"])},'
+        f'"feedback_session_id":{j(payload["feedback_session_id"])},'
+        f'"injection_ts":{j(payload["injection_ts"])},"object_id":{j(payload["object_id"])},'
+        f'"rank_position":{j(payload["rank_position"])},'
+        f'"representation_type":{j(payload["representation_type"])},'
+        f'"request_id":{j(payload["request_id"])},"session_id":{j(payload["session_id"])},'
+        f'"str_value":{j(payload["str_value"])},"token_cost":{j(payload["token_cost"])}}}'
+    )
+
+
+def signal_out(object_id: str, result: core.SignalResult) -> dict:
+    """A signal as the session record lists it (API.md)."""
+    signal, payload = result.signal, result.feedback_op.payload
+    out = {
+        "signal_type": signal.signal_type,
+        "object_id": object_id,
+        "detection_method": signal.detection_method,
+        "reliability_class": payload["reliability_class"],
+        "effect": result.effect,
+        "operation_id": str(result.operation.id),
+    }
+    kind = policy.SIGNALS[signal.signal_type].kind
+    if kind == policy.POSITIVE:
+        out["applied_gamma"] = payload["base_weight"]
+        out["effective_gamma"] = payload["effective_weight"]
+    elif kind == policy.NEGATIVE:
+        out["applied_delta"] = payload["base_weight"]
+        out["effective_delta"] = payload["effective_weight"]
+    if result.outcome.reason:
+        out["reason"] = result.outcome.reason
+    return out

@@ -1,0 +1,41 @@
+"""The storage layer: the only code that knows which database it runs on (STYLE §15).
+
+``get()`` is the store of the default connection: ``rms.store.pg.PostgresStore`` on PostgreSQL
+(one round trip per load, binary arrays, COPY, pipelines), ``rms.store.portable.PortableStore``
+elsewhere (Django's ORM and its own value preparation). Both implement ``rms.store.base.Store``
+and pass one contract suite (``tests/rms/test_store_contract.py``). Callers describe what they
+read (``Select``) and hand over rows; they never ask which database they are on.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from rms.store.base import Select, Store, attach_namespaces
+
+__all__ = ["Select", "Store", "attach_namespaces", "get", "portable_store", "postgres_store"]
+
+_stores: dict[str, Store] = {}
+
+
+def postgres_store() -> Store:
+    store = _stores.get("postgresql")
+    if store is None:
+        from rms.store.pg import PostgresStore  # imports psycopg's C pieces: only when used
+
+        store = _stores["postgresql"] = PostgresStore()
+    return store
+
+
+def portable_store() -> Store:
+    store = _stores.get("portable")
+    if store is None:
+        from rms.store.portable import PortableStore
+
+        store = _stores["portable"] = PortableStore()
+    return store
+
+
+def get() -> Store:
+    """The store for the default database: the one place that reads its vendor."""
+    return postgres_store() if connection.vendor == "postgresql" else portable_store()

@@ -1,0 +1,117 @@
+"""What the domain asks of the database (the interface of ``rms.store``), in plain terms.
+
+Reads are :class:`Select` descriptions (a model, equality and membership filters, optionally a
+set of key pairs, the columns wanted, whether to lock), run together by :meth:`Store.read`:
+PostgreSQL sends them in one round trip, the portable store one query each, in order. A lock is
+taken in primary-key order (STYLE §4, SPEC §6: two writers touching overlapping sets acquire
+their locks in the same order and cannot deadlock).
+
+Writes take rows: model instances, or dataclasses with the model's attribute names. A row class
+may name, in ``JSON_TEXTS``, the attribute holding a JSON column's already-encoded text (an
+operation's payload, hashed from that very text, ``rms.oplog.OpRow``): the PostgreSQL store
+sends it as it is instead of encoding the value again. Rows keep their list order, so an
+auto-increment column (``Operation.seq``) numbers them in that order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import models
+
+from rms.models import MemoryObject, Namespace
+
+#: Values of a membership filter (``where={"id": [...]}``); anything else is an equality.
+MEMBERSHIP = (list, tuple, set, frozenset)
+
+
+@dataclass(frozen=True)
+class Select:
+    """Rows of ``model`` where every ``where`` item holds (attribute name → value, or a
+    collection of values for membership) and, with ``pairs``, whose two named attributes are
+    one of the given pairs. ``columns``: rows as tuples of these attributes, else instances.
+    ``lock``: rows locked for update, in primary-key order."""
+
+    model: type
+    where: Mapping[str, Any] = field(default_factory=dict)
+    pairs: tuple[tuple[str, str], Sequence[tuple]] | None = None
+    columns: tuple[str, ...] | None = None
+    lock: bool = False
+
+
+class Store(ABC):
+    """One implementation per database family; ``rms.store.get()`` picks it."""
+
+    vendor: str = ""
+
+    @abstractmethod
+    def read(self, selects: Sequence[Select]) -> list[list]:
+        """The rows of each select, in order. Each select sees what the ones before it did: a
+        lock taken by one holds for the next, and a row read after a lock was granted is the
+        committed one (READ COMMITTED re-reads only the locked rows of the locking statement,
+        so rows written under those locks must be read by a later select, never joined)."""
+
+    @abstractmethod
+    def insert(self, model, rows: Sequence) -> None:
+        """INSERT every row (generated keys are not read back)."""
+
+    @abstractmethod
+    def update(self, model, rows: Sequence, field_names: Sequence[str]) -> None:
+        """UPDATE ``field_names`` of every row, matched by primary key."""
+
+    @abstractmethod
+    def update_values(self, model, field_names: Sequence[str], rows: Sequence[Sequence]) -> None:
+        """UPDATE ``field_names`` from tuples of plain values ``(pk, value, ...)``."""
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Small writes of the block may be sent together at its end (nothing is sent if it
+        raises; its transaction is rolled back anyway). Nested blocks join the outer one."""
+        yield
+
+    @contextlib.contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """Writes of the block may be sent without waiting for each; errors (a unique key...)
+        then surface when the block ends. Nested blocks join the outer one."""
+        yield
+
+    def pipelining(self) -> bool:
+        """Whether writes are being sent without waiting (so sending early pays)."""
+        return False
+
+    def lock_objects(self, ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
+        """Lock the memory objects with these ids (primary-key order) and return them by id,
+        each with its namespace attached (the ``namespaces`` given, the others read in one
+        query); missing ids are simply absent."""
+        (objects,) = self.read([Select(MemoryObject, where={"id": list(set(ids))}, lock=True)])
+        return attach_namespaces(objects, namespaces)
+
+
+def attach_namespaces(objects: Iterable, namespaces: Iterable[Namespace] = ()) -> dict:
+    """{id: object}, each object's namespace attached: the ones given, the (few) others read in
+    one query, instead of a join that builds a namespace per row."""
+    objects = list(objects)
+    known = {ns.pk: ns for ns in namespaces}
+    missing = {obj.namespace_id for obj in objects} - known.keys()
+    namespaces = {**known, **(Namespace.objects.in_bulk(missing) if missing else {})}
+    for obj in objects:
+        obj._state.fields_cache["namespace"] = namespaces[obj.namespace_id]  # Django's own cache
+    return {obj.pk: obj for obj in objects}
+
+
+def insert_fields(model) -> list:
+    """The columns an insert writes: all concrete fields but an auto-increment key."""
+    return [
+        f
+        for f in model._meta.concrete_fields
+        if not (f.primary_key and isinstance(f, models.AutoField | models.BigAutoField))
+    ]
+
+
+def json_texts(rows: Sequence) -> Mapping[str, str]:
+    """{JSON column attname: attribute holding its encoded text} of these rows' class."""
+    return type(rows[0]).__dict__.get("JSON_TEXTS", {}) if rows else {}

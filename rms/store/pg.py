@@ -1,0 +1,382 @@
+"""The PostgreSQL store: reads in one round trip, writes over binary arrays, COPY and pipelines.
+
+Reads (:meth:`PostgresStore.read`): every select is a constant SQL text (parsed once by
+psycopg), membership filters are binary array parameters (``rms.store.pgarrays``: psycopg's
+text form of a uuid[] formats each id and runs a quoting regex over it, 1 µs an id; the binary
+form is its 16 bytes), and all selects go in one pipeline (``rms.store.pgfetch``); rows become
+instances without ``Model.__init__``.
+
+Writes:
+
+- up to ``SMALL`` rows, an insert is one ``INSERT … SELECT FROM unnest(…)`` and an update one
+  ``UPDATE … FROM unnest(…)``, each with one array parameter per column, sent in binary:
+  constant SQL text whatever the number of rows, and one round trip;
+- above that, inserts stream through ``COPY`` and updates go through a temporary table filled by
+  ``COPY`` and one ``UPDATE … FROM`` (Django's ``bulk_update`` builds a CASE per field and row);
+- inside :meth:`batched`, small statements are queued and sent together through libpq's pipeline
+  mode when the block ends (or before a large write, to keep the order): a single-session write
+  costs one round trip for all its tables;
+- inside :meth:`pipelined`, every write, whatever its size, is an array statement sent at once
+  without waiting for it: PostgreSQL inserts one batch of rows while Python builds the next
+  (feedback ingestion), instead of Python waiting at the end of each COPY.
+
+Values: psycopg adapts UUIDs, aware datetimes and numbers itself and PostgreSQL parses a JSON
+text into jsonb, so only JSON needs work (a row's ``JSON_TEXTS`` when it has them); COPY rows
+carry aware times as their UTC ISO text (``rms.replay.iso``, cached: a session stamps its dozens
+of rows with one datetime; psycopg's own dumper costs ~1 µs a value).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import operator
+import threading
+from collections.abc import Sequence
+
+from django.db import connection, models
+
+from rms.replay import iso
+from rms.store import pgarrays, pgfetch
+from rms.store.base import MEMBERSHIP, Select, Store, insert_fields, json_texts
+
+#: Up to this many rows a write is one statement with array parameters; above, COPY.
+SMALL = 50
+_state = threading.local()
+_temp_ids = itertools.count()
+_FLOAT_TYPES = frozenset({float, type(None)})
+_sql_cache: dict = {}
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _json(value):
+    return None if value is None else json.dumps(value, allow_nan=False)
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+
+def _array(field: models.Field, values) -> tuple[str, object]:
+    """A membership parameter: the values as one binary array of the column's type."""
+    return f"%b::{field.db_type(connection)}[]", pgarrays.encode(list(values))
+
+
+def _select_query(select: Select) -> tuple[str, list, object]:
+    """(SQL, parameters, how rows become results) of one select; the SQL text is constant for
+    a given shape of select, so psycopg parses it once."""
+    meta = select.model._meta
+    where = select.where
+    shape = (
+        select.model,
+        tuple((k, isinstance(v, MEMBERSHIP)) for k, v in where.items()),
+        select.pairs[0] if select.pairs else None,
+        select.columns,
+        select.lock,
+    )
+    cached = _sql_cache.get(shape)
+    params: list = []
+    conditions: list[str] = []
+    for name, value in where.items():
+        f = meta.get_field(name)
+        if isinstance(value, MEMBERSHIP):
+            mark, param = _array(f, value)
+            conditions.append(f"t.{_q(f.column)} = ANY({mark})")
+            params.append(param)
+        else:
+            conditions.append(f"t.{_q(f.column)} = %s")
+            params.append(value)
+    if select.pairs:
+        (a, b), pairs = select.pairs
+        fa, fb = meta.get_field(a), meta.get_field(b)
+        mark_a, param_a = _array(fa, [p[0] for p in pairs])
+        mark_b, param_b = _array(fb, [p[1] for p in pairs])
+        conditions.append(
+            f"(t.{_q(fa.column)}, t.{_q(fb.column)}) IN (SELECT * FROM unnest({mark_a}, {mark_b}))"
+        )
+        params += [param_a, param_b]
+    if cached is not None:
+        return cached[0], params, cached[1]
+    if select.columns is None:
+        cols, fields = pgfetch.columns(select.model, "t")
+        build = pgfetch.Rows(select.model, fields).build
+    else:
+        cols = ", ".join(f"t.{_q(meta.get_field(c).column)}" for c in select.columns)
+        build = None
+    sql = f"SELECT {cols} FROM {_q(meta.db_table)} t"
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    if select.lock:
+        sql += f" ORDER BY t.{_q(meta.pk.column)} FOR UPDATE"
+    _sql_cache[shape] = (sql, build)
+    return sql, params, build
+
+
+# --- writes ---------------------------------------------------------------------------------------
+
+
+def _columns(fields, rows: Sequence) -> list:
+    """The rows' attributes as one binary array parameter per column: read column by column
+    with C iteration (``map``/``itemgetter``), JSON columns as their text (the row's own when
+    its class names one in ``JSON_TEXTS``), times as datetimes (psycopg's binary dumper is C)."""
+    dicts = [row.__dict__ for row in rows]
+    texts = json_texts(rows)
+    columns = []
+    for f in fields:
+        name = f.attname
+        if isinstance(f, models.JSONField):
+            key = texts.get(name)
+            if key is not None:
+                columns.append(list(map(operator.itemgetter(key), dicts)))
+            else:
+                columns.append([_json(d[name]) for d in dicts])
+        else:
+            columns.append(list(map(operator.itemgetter(name), dicts)))
+    return _one_type(fields, columns)
+
+
+def _one_type(fields, columns: list[list]) -> list:
+    """Each column encoded by ``rms.store.pgarrays``. An array holds one type, so a float column
+    holding an int (a client's ``1`` for a score) is made all floats first."""
+    for i, f in enumerate(fields):
+        if isinstance(f, models.FloatField) and set(map(type, columns[i])) - _FLOAT_TYPES:
+            columns[i] = [None if v is None else float(v) for v in columns[i]]
+    return list(map(pgarrays.encode, columns))
+
+
+def _time_text(value):
+    """An aware datetime as its cached UTC ISO text (COPY's text); anything else unchanged."""
+    return iso(value) if value is not None and value.tzinfo is not None else value
+
+
+def _copy_rows(fields, rows: Sequence) -> list[list]:
+    """COPY's text rows: plain columns read with one ``itemgetter`` call (C), JSON columns as
+    text (the row's own when it has one), aware times as their ISO text."""
+    texts = json_texts(rows)
+    getter = operator.itemgetter(*[f.attname for f in fields])
+    single = len(fields) == 1
+    json_columns = [
+        (i, f.attname, texts.get(f.attname))
+        for i, f in enumerate(fields)
+        if isinstance(f, models.JSONField)
+    ]
+    time_columns = [i for i, f in enumerate(fields) if isinstance(f, models.DateTimeField)]
+    out = []
+    for row in rows:
+        values = row.__dict__
+        line = [getter(values)] if single else list(getter(values))
+        for i, attname, key in json_columns:
+            line[i] = values[key] if key is not None else _json(values[attname])
+        for i in time_columns:
+            line[i] = _time_text(line[i])
+        out.append(line)
+    return out
+
+
+def _value_rows(fields, rows: Sequence[Sequence]) -> list[list]:
+    """COPY's text rows from tuples of plain values (JSON encoded, aware times as ISO text)."""
+    converters = [
+        (i, _json if isinstance(f, models.JSONField) else _time_text)
+        for i, f in enumerate(fields)
+        if isinstance(f, models.JSONField | models.DateTimeField)
+    ]
+    out = []
+    for row in rows:
+        row = list(row)
+        for i, convert in converters:
+            row[i] = convert(row[i])
+        out.append(row)
+    return out
+
+
+def _array_types(fields) -> str:
+    # A str column (JSON texts, ids kept as text) arrives as text[], cast like COPY's text.
+    return ", ".join(f"%b::{f.db_type(connection)}[]" for f in fields)
+
+
+def _small_insert_sql(model, fields) -> str:
+    key = ("insert", model, tuple(f.attname for f in fields))
+    sql = _sql_cache.get(key)
+    if sql is None:
+        columns = ", ".join(_q(f.column) for f in fields)
+        sql = _sql_cache[key] = (
+            f"INSERT INTO {_q(model._meta.db_table)} ({columns}) "
+            f"SELECT * FROM unnest({_array_types(fields)})"
+        )
+    return sql
+
+
+def _small_update_sql(model, pk, fields) -> str:
+    key = ("update", model, tuple(f.attname for f in fields))
+    sql = _sql_cache.get(key)
+    if sql is None:
+        table = _q(model._meta.db_table)
+        names = ", ".join(_q(f.column) for f in (pk, *fields))
+        assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
+        sql = _sql_cache[key] = (
+            f"UPDATE {table} SET {assignments} "
+            f"FROM unnest({_array_types((pk, *fields))}) AS v({names}) "
+            f"WHERE {table}.{_q(pk.column)} = v.{_q(pk.column)}"
+        )
+    return sql
+
+
+def _send(statements: list) -> None:
+    """Run statements in one round trip (a pipeline when there are several), on a plain psycopg
+    cursor (server-side binding, which binary parameters and pipeline mode need) that shares
+    the connection, hence the transaction, with Django's cursors."""
+    if not statements:
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors, pgfetch.cursor(raw) as cursor:
+        if len(statements) == 1:
+            cursor.execute(*statements[0])
+            return
+        with raw.pipeline():
+            for sql, params in statements:
+                cursor.execute(sql, params)
+
+
+def _execute_small(sql: str, params: list) -> None:
+    pipe = getattr(_state, "pipe", None)
+    if pipe is not None:
+        pipe.execute(sql, params)  # sent now; its result is read when the pipeline ends
+        return
+    queue = getattr(_state, "queue", None)
+    if queue is not None:
+        queue.append((sql, params))
+    else:
+        _send([(sql, params)])
+
+
+def _flush_queue() -> None:
+    queue = getattr(_state, "queue", None)
+    if queue:
+        statements = list(queue)
+        queue.clear()
+        _send(statements)
+
+
+def _arrays(rows: int) -> bool:
+    """Whether a write of this many rows is one statement over arrays (else COPY)."""
+    return rows <= SMALL or getattr(_state, "pipe", None) is not None
+
+
+def _copy(cursor, table: str, columns: str, rows: list[list]) -> None:
+    # Raw COPY bypasses Django's cursor wrapper: wrap errors ourselves so a unique-key race is
+    # an IntegrityError like any other.
+    with (
+        connection.wrap_database_errors,
+        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def _update_copied(model, fields, rows: list[list]) -> None:
+    """UPDATE ``fields`` from COPY rows (primary key first) through a temporary table."""
+    meta = model._meta
+    pk = meta.pk
+    table = _q(meta.db_table)
+    _flush_queue()
+    with connection.cursor() as cursor:
+        temp = _q(f"_bulk_{meta.db_table}_{next(_temp_ids)}")
+        all_fields = [pk, *fields]
+        columns = ", ".join(_q(f.column) for f in all_fields)
+        definition = ", ".join(f"{_q(f.column)} {f.db_type(connection)}" for f in all_fields)
+        cursor.execute(f"CREATE TEMP TABLE {temp} ({definition}) ON COMMIT DROP")
+        _copy(cursor, temp, columns, rows)
+        assignments = ", ".join(f"{_q(f.column)} = v.{_q(f.column)}" for f in fields)
+        cursor.execute(
+            f"UPDATE {table} SET {assignments} FROM {temp} v "
+            f"WHERE {table}.{_q(pk.column)} = v.{_q(pk.column)}"
+        )
+        cursor.execute(f"DROP TABLE {temp}")
+
+
+class PostgresStore(Store):
+    vendor = "postgresql"
+
+    def read(self, selects: Sequence[Select]) -> list[list]:
+        queries = [_select_query(s) for s in selects]
+        if len(queries) == 1:
+            sql, params, build = queries[0]
+            found = [pgfetch.rows(sql, params)]
+        else:
+            found = pgfetch.pipelined([(sql, params) for sql, params, _ in queries])
+        return [
+            rows if build is None else list(map(build, rows))
+            for (_, _, build), rows in zip(queries, found, strict=True)
+        ]
+
+    def insert(self, model, rows: Sequence) -> None:
+        if not rows:
+            return
+        fields = insert_fields(model)
+        if _arrays(len(rows)):
+            _execute_small(_small_insert_sql(model, fields), _columns(fields, rows))
+            return
+        _flush_queue()
+        columns = ", ".join(_q(f.column) for f in fields)
+        with connection.cursor() as cursor:
+            _copy(cursor, _q(model._meta.db_table), columns, _copy_rows(fields, rows))
+
+    def update(self, model, rows: Sequence, field_names: Sequence[str]) -> None:
+        if not rows:
+            return
+        meta = model._meta
+        fields = [meta.get_field(name) for name in field_names]
+        if _arrays(len(rows)):
+            columns = _columns([meta.pk, *fields], rows)
+            _execute_small(_small_update_sql(model, meta.pk, fields), columns)
+            return
+        _update_copied(model, fields, _copy_rows([meta.pk, *fields], rows))
+
+    def update_values(self, model, field_names: Sequence[str], rows: Sequence[Sequence]) -> None:
+        if not rows:
+            return
+        meta = model._meta
+        fields = [meta.get_field(name) for name in field_names]
+        if _arrays(len(rows)):
+            columns = _one_type([meta.pk, *fields], [list(c) for c in zip(*rows, strict=True)])
+            _execute_small(_small_update_sql(model, meta.pk, fields), columns)
+            return
+        _update_copied(model, fields, _value_rows([meta.pk, *fields], rows))
+
+    @contextlib.contextmanager
+    def batched(self):
+        if getattr(_state, "queue", None) is not None:
+            yield
+            return
+        _state.queue = []
+        try:
+            yield
+            _flush_queue()
+        finally:
+            _state.queue = None
+
+    @contextlib.contextmanager
+    def pipelined(self):
+        """Every write of the block is sent as it is issued (libpq's pipeline mode) and the
+        results are read once, when the block ends; a COPY cannot be pipelined, so inside, a
+        write of any size is one statement over arrays. A read inside the block waits for
+        everything sent before it."""
+        if getattr(_state, "pipe", None) is not None:
+            yield
+            return
+        _flush_queue()
+        connection.ensure_connection()
+        raw = connection.connection
+        with connection.wrap_database_errors, pgfetch.cursor(raw) as cursor, raw.pipeline():
+            _state.pipe = cursor
+            try:
+                yield
+            finally:
+                _state.pipe = None
+
+    def pipelining(self) -> bool:
+        return getattr(_state, "pipe", None) is not None
