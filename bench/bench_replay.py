@@ -243,7 +243,7 @@ def build_db_logs(n_objects: int, n_signals: int, seed: int) -> list:
     from django.utils import timezone
 
     from rms import services as core
-    from rms.locks import lock_objects
+    from rms import store
     from rms.models import ApiClient, MemoryObject, Operation
 
     rng = random.Random(seed)
@@ -262,7 +262,7 @@ def build_db_logs(n_objects: int, n_signals: int, seed: int) -> list:
     weights = [SIGNAL_WEIGHTS[s] for s in signal_types]
     for obj in objects:
         with transaction.atomic():
-            locked = lock_objects([obj.pk])[obj.pk]
+            locked = store.get().lock_objects([obj.pk])[obj.pk]
             sessions = [f"s-{obj.pk}-{k}" for k in range(max(1, n_signals // 3))]
             tallies = core.TallyStore((locked.pk, s) for s in sessions)
             ops: list[Operation] = []
@@ -280,7 +280,7 @@ def build_db_logs(n_objects: int, n_signals: int, seed: int) -> list:
                 result = core.signal_ops(locked, signal, tallies)
                 ops += [op for op in (result.feedback_op, result.change_op) if op]
             locked.save()
-            Operation.objects.bulk_create(ops)
+            store.get().insert(Operation, ops)
             tallies.flush()
     return list(MemoryObject.objects.select_related("namespace").order_by("pk"))
 

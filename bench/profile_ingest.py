@@ -69,10 +69,12 @@ def main() -> int:
         from django.db import connection
         from django.test import Client
 
-        from feedback import ingest
+        from feedback import ingest, planner
 
-        for name in ("_load_pipelined", "_check", "_apply", "_flush", "_record"):
+        for name in ("load_state", "_write_events", "_record"):
             common.time_calls(ingest, name, TIMES)
+        for name in ("_check", "_plan"):
+            common.time_calls(planner.SessionPlan, name, TIMES)
         client = Client(HTTP_AUTHORIZATION=f"Token {token}")
         ids: list[str] = []
         for start in range(0, args.objects, 1000):

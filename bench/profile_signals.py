@@ -93,7 +93,7 @@ def instrument() -> list[str]:
     if bulk is not None:
         w(bulk, "insert", lambda model, *a: f"rms.bulk.insert {model.__name__}")
         w(bulk, "update", lambda model, *a: f"rms.bulk.update {model.__name__}")
-    w(fviews, "signal_answer", "render answer (objects_out + SELECT aggregate)")
+    w(fs, "signal_answer", "render answer (objects_out + SELECT aggregate)")
     w(BaseDatabaseWrapper, "commit", "COMMIT")
     return missing
 
