@@ -124,10 +124,10 @@ class Obj:
 
 
 def _update_objects(objs) -> None:
-    from rms import bulk
+    from rms import store
     from rms.models import MemoryObject, new_row
 
-    bulk.update(
+    store.get().update(
         MemoryObject,
         [
             new_row(
@@ -417,7 +417,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
                 flush=True,
             )
 
-    with transaction.atomic():  # the temporary table of bulk.update lives until the commit
+    with transaction.atomic():  # the temporary table of store.update lives until the commit
         _update_objects(objs)
     agg_cols = [
         "object", "namespace", "total_injections", "total_referenced", "total_confirmed",

@@ -45,7 +45,7 @@ from standardwebhooks.webhooks import Webhook
 
 from delivery import policy, safety, sender
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import bulk, changes, telemetry
+from rms import changes, store, telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ _SUCCESS_FIELDS = (
 
 def record_successes(done: list[tuple[Claimed, Outcome, datetime]]) -> None:
     """Store successful attempts in two statements whatever their number: the deliveries in
-    one array update (``rms.bulk``; from the values read when they were claimed: the lease
+    one array update (``rms.store``; from the values read when they were claimed: the lease
     makes this dispatcher their only writer), and each endpoint's health in one conditional
     update, a no-op while nothing but the last success time changed (kept to the second). No
     endpoint row lock: 200 deliveries a second to one endpoint would queue on it."""
@@ -352,8 +352,9 @@ def record_successes(done: list[tuple[Claimed, Outcome, datetime]]) -> None:
         )
         for claim, outcome, now in done
     ]
-    with bulk.pipelined():  # one statement over arrays at any batch size
-        bulk.update_values(WebhookDelivery, list(_SUCCESS_FIELDS), rows)
+    db = store.get()
+    with db.pipelined():  # one statement over arrays at any batch size
+        db.update_values(WebhookDelivery, list(_SUCCESS_FIELDS), rows)
     latest: dict = {}
     for claim, _, now in done:
         latest[claim.endpoint_id] = max(now, latest.get(claim.endpoint_id, now))
