@@ -391,3 +391,13 @@ def test_taskruns_kinds_and_fanout_kinds_agree():
         taskruns.VERIFY_CHAIN,
     }  # fmt: skip
     assert not set(fanout.KINDS) & set(tasks.RUNNERS)
+
+
+def test_beat_s_sweep_is_sent_to_fan_out_like_an_api_start(monkeypatch):
+    sent = []
+    monkeypatch.setattr(enqueue, "run_task", lambda run_id: sent.append(str(run_id)))
+    run_id = tasks.sweep_all.apply().get()  # as a worker runs it: not called directly
+    run = TaskRun.objects.get(pk=run_id)
+    assert sent == [run_id]
+    assert (run.state, run.created_by, run.params) == ("queued", "beat", {"chunk_size": 1000})
+    assert run.sent_at is not None
