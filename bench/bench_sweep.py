@@ -19,8 +19,17 @@ candidate left, and the chains and replays of a sample of objects intact. With `
 the first run is profiled (cProfile, CPU time) and the top functions are printed; with
 ``--phases`` the wall time of each step of the sweep is printed.
 
-    .venv/bin/python bench/bench_sweep.py [--objects 100000] [--chunk 500] [--workers 2] [--phases]
-        [--profile]
+With ``--worker-processes N`` (issue 17) the sweep runs as a TaskRun fanned out over real
+Celery workers (``celery worker --pool solo``, one task at a time each) on Redis: the built
+database is the template of a fresh copy per round, and rounds alternate 1 worker process and
+N (``--rounds`` times each: 1, N, 1, N, ...), so both see the same machine. Each round reports
+the wall time from sending the run to its success, the CPU of the worker processes and of
+their PostgreSQL backends (sampled every 50 ms while the run goes: backends that come and go
+between samples are undercounted; the machine's total busy time is printed beside it), CPU per
+decision, and the speed-up of N over 1 (best round of each).
+
+    .venv/bin/python bench/bench_sweep.py [--objects 100000] [--chunk 500] [--phases] [--profile]
+    .venv/bin/python bench/bench_sweep.py --worker-processes 2 [--chunk-size 1000] [--rounds 2]
 
 Exit status 1 if a check fails.
 """
@@ -318,31 +327,21 @@ def measure(args) -> bool:
     from django.db import connection
 
     from feedback.models import FeedbackAggregate
-    from feedback.sweep import WORKERS, candidates, sweep
-
-    if args.workers is None:
-        # Step timers add up across threads: --phases times the single-thread run.
-        args.workers = 1 if args.phases else WORKERS
+    from feedback.sweep import candidates, sweep
     from rms.models import MemoryObject, Operation
     from rms.verification import verify_object_chain, verify_object_replay
 
     sizes = build(args.objects, args.per_session, args.seed)
     n = sizes["objects"]
     assert candidates(NAMESPACE).count() == n
+    if args.worker_processes:
+        return measure_workers(args, n)
 
     marks: list[tuple[float, float]] = []
     t0 = time.perf_counter()
 
-    backends: dict[int, float] = {}
-    monitor = common._admin_connection() if args.workers > 1 else None
-
     def progress(fraction: float) -> None:
         marks.append((fraction, time.perf_counter() - t0))
-        if monitor is not None:
-            # The worker threads' connections close when the sweep returns: read their
-            # backends' CPU after every chunk, while they are there (new connections start at 0).
-            for pid in common.pg_backend_pids(DB, monitor):
-                backends[pid] = max(backends.get(pid, 0.0), common._proc_cpu_seconds(pid))
 
     # The build takes a while and this machine may be shared: wait for quiet again, and report
     # CPU seconds (this process and its PostgreSQL backend) beside wall time.
@@ -354,7 +353,7 @@ def measure(args) -> bool:
         t0 = time.perf_counter()
         if prof is not None:
             prof.enable()
-        first = sweep(chunk_size=args.chunk, progress=progress, workers=args.workers)
+        first = sweep(chunk_size=args.chunk, progress=progress)
         if prof is not None:
             prof.disable()
         first_s = time.perf_counter() - t0
@@ -363,7 +362,7 @@ def measure(args) -> bool:
 
     count_before = Operation.objects.count()
     t0 = time.perf_counter()
-    second = sweep(chunk_size=args.chunk, workers=args.workers)
+    second = sweep(chunk_size=args.chunk)
     second_s = time.perf_counter() - t0
     count_after = Operation.objects.count()
 
@@ -383,13 +382,11 @@ def measure(args) -> bool:
     )  # fmt: skip
     if halfway is not None:
         print(f"# progress: 50% after {halfway:.2f} s, {len(marks)} chunk(s) of {args.chunk}")
-    threads_pg = sum(v for pid, v in backends.items() if pid not in cpu.pg0)
-    if monitor is not None:
-        monitor.close()
     print(
-        f"# first run CPU ({args.workers} worker thread(s)): sweep process {cpu.client:.1f} s, "
-        f"its PostgreSQL backends {cpu.postgres + threads_pg:.1f} s, other processes "
-        f"{max(0.0, cpu.other - threads_pg):.1f} s; machine {cpu.utilisation:.0f}% busy"
+        f"# first run CPU: sweep process {cpu.client:.1f} s, its PostgreSQL backend "
+        f"{cpu.postgres:.1f} s, other processes {cpu.other:.1f} s; machine "
+        f"{cpu.utilisation:.0f}% busy; {1e6 * (cpu.client + cpu.postgres) / max(1, n):.0f} us "
+        "of CPU per decision"
     )
 
     checks = []
@@ -428,14 +425,192 @@ def measure(args) -> bool:
     return all(ok for _, ok in checks)
 
 
+# --- the sweep fanned out over real worker processes (issue 17) ---------------------------------
+
+
+class Workers:
+    """``count`` real ``celery worker --pool solo`` processes on ``db``, on a queue of their own."""
+
+    def __init__(self, count: int, db: str, redis_url: str) -> None:
+        import socket
+        import subprocess
+
+        self.queue = f"bench-sweep-{uuid.uuid4().hex[:8]}"
+        self.names = [f"{self.queue}-{k}@{socket.gethostname()}" for k in range(count)]
+        env = common.bench_env(db, redis_url=redis_url)
+        log_dir = common.BENCH_VAR_DIR
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs = []
+        for name in self.names:
+            log = open(log_dir / f"{name.split('@')[0]}.log", "w")  # noqa: SIM115
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "celery", "-A", "rms", "worker", "--pool", "solo",
+                     "-Q", self.queue, "-n", name, "-l", "warning", "--without-gossip",
+                     "--without-mingle", "--without-heartbeat"],
+                    cwd=common.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                )
+            )  # fmt: skip
+            log.close()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        from feedback.models import WorkerHeartbeat
+
+        deadline = time.monotonic() + timeout
+        while WorkerHeartbeat.objects.filter(name__in=self.names).count() < len(self.names):
+            if any(p.poll() is not None for p in self.procs) or time.monotonic() > deadline:
+                raise RuntimeError("a worker did not start: see var/bench/bench-sweep-*.log")
+            time.sleep(0.1)
+
+    def cpu(self) -> float:
+        return sum(common._proc_cpu_seconds(p.pid) for p in self.procs)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+
+
+def switch_database(name: str) -> None:
+    """Point this process's Django connection at ``name`` (a copy of the built database)."""
+    from django.db import connections
+
+    connections.close_all()
+    connections.databases["default"]["NAME"] = name
+    connections["default"].settings_dict["NAME"] = name
+
+
+def one_round(args, count: int, template: str, n: int) -> dict:
+    from django.db import connection
+
+    from feedback import taskruns
+    from feedback.models import TaskRun
+    from feedback.sweep import candidates
+    from rms.celery import app
+    from rms.models import Operation
+
+    copy = f"{DB}_copy"
+    switch_database("postgres")
+    with common._admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
+    switch_database(copy)
+    workers = Workers(count, copy, args.redis)
+    monitor = common._admin_connection()
+    try:
+        workers.wait_ready()
+        # django_setup dropped the caller's broker settings: this process publishes to Redis too.
+        app.conf.broker_url = args.redis
+        app.conf.broker_transport_options = {"visibility_timeout": 4200}
+        app.conf.task_default_queue = workers.queue
+        common.wait_for_quiet(args.wait_quiet)
+        params = {"chunk_size": args.chunk_size}
+        run = TaskRun.objects.create(
+            kind=taskruns.IGNORED_SWEEP,
+            params=taskruns.validate_params(taskruns.IGNORED_SWEEP, params),
+            created_by="bench",
+        )
+        with connection.cursor() as cur:  # this process's own backend (it polls) is not counted
+            cur.execute("SELECT pg_backend_pid()")
+            own = cur.fetchone()[0]
+        backends = {pid: common._proc_cpu_seconds(pid) for pid in common.pg_backend_pids(copy)}
+        start = dict(backends)
+        cpu0 = workers.cpu()
+        busy0, idle0 = common._system_busy_idle()
+        t0 = time.perf_counter()
+        assert taskruns.send(run.pk), "the broker refused the run"
+        while True:
+            for pid in common.pg_backend_pids(copy, monitor):
+                backends[pid] = max(backends.get(pid, 0.0), common._proc_cpu_seconds(pid))
+            state = TaskRun.objects.values_list("state", flat=True).get(pk=run.pk)
+            if state in ("succeeded", "failed"):
+                break
+            if time.perf_counter() - t0 > 900:
+                raise RuntimeError("the sweep did not finish within 900 s")
+            time.sleep(0.05)
+        wall = time.perf_counter() - t0
+        busy1, idle1 = common._system_busy_idle()
+        worker_cpu = workers.cpu() - cpu0
+        pg_cpu = sum(v - start.get(pid, 0.0) for pid, v in backends.items() if pid != own)
+        run.refresh_from_db()
+        if run.state != "succeeded":
+            raise RuntimeError(f"the sweep failed: {run.error}")
+        checks = {
+            "one IGNORED_CHECK per object":
+                Operation.objects.filter(op_type="IGNORED_CHECK").count() == n,
+            "no candidate left": candidates(NAMESPACE).count() == 0,
+            "all examined": run.result["examined"] == n,
+        }  # fmt: skip
+    finally:
+        monitor.close()
+        workers.stop()
+        switch_database("postgres")
+    return {
+        "workers": count, "wall": wall, "worker_cpu": worker_cpu, "pg_cpu": pg_cpu,
+        "machine_cpu": busy1 - busy0, "machine_share": 100 * (busy1 - busy0) / max(
+            1e-9, busy1 - busy0 + idle1 - idle0),
+        "chunks": run.result["chunks"], "hosts": len(run.result["workers"]),
+        "penalized": run.result["penalized"], "checks": checks,
+    }  # fmt: skip
+
+
+def measure_workers(args, n: int) -> bool:
+    from django.db import connections
+
+    connections.close_all()
+    counts = [1, args.worker_processes] * args.rounds
+    rounds = [one_round(args, count, DB, n) for count in counts]
+    print()
+    common.print_table(
+        ["round", "worker processes", "chunks (hosts)", "seconds", "worker CPU s", "PG CPU s",
+         "CPU us/decision", "machine busy"],
+        [
+            [str(k + 1), str(r["workers"]), f"{r['chunks']} ({r['hosts']})", f"{r['wall']:.2f}",
+             f"{r['worker_cpu']:.1f}", f"{r['pg_cpu']:.1f}",
+             f"{1e6 * (r['worker_cpu'] + r['pg_cpu']) / n:.0f}",
+             f"{r['machine_cpu']:.1f} s ({r['machine_share']:.0f}%)"]
+            for k, r in enumerate(rounds)
+        ],
+    )  # fmt: skip
+    one = min(r["wall"] for r in rounds if r["workers"] == 1)
+    many = min(r["wall"] for r in rounds if r["workers"] == args.worker_processes)
+    first = next(r["wall"] for r in rounds if r["workers"] == args.worker_processes)
+    print(
+        f"# speed-up of {args.worker_processes} worker processes over 1 (best rounds): "
+        f"{one / many:.2f}x (target >= 1.6x); first run with {args.worker_processes}: "
+        f"{first:.2f} s (target <= 12 s)"
+    )
+    ok = True
+    for r in rounds:
+        for name, passed in r["checks"].items():
+            ok = ok and passed
+            if not passed:
+                print(f"check {name} (round with {r['workers']}): FAILED")
+    print(f"check every round: {'OK' if ok else 'FAILED'}")
+    common.drop_database(f"{DB}_copy")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--per-session", type=int, default=10, help="objects per session")
     parser.add_argument("--chunk", type=int, default=500, help="objects per transaction")
     parser.add_argument(
-        "--workers", type=int, default=None, help="chunks at once (default: the sweep's WORKERS)"
+        "--worker-processes",
+        type=int,
+        default=0,
+        help="fan the sweep out over 1 and this many real Celery worker processes",
     )
+    parser.add_argument("--chunk-size", type=int, default=1000, help="the run's chunk_size")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of each worker count")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/7", help="the broker")
     parser.add_argument("--seed", type=int, default=9)
     parser.add_argument("--profile", action="store_true", help="cProfile the first run")
     parser.add_argument("--profile-lines", type=int, default=40)
@@ -448,9 +623,14 @@ def main(argv: list[str] | None = None) -> int:
         1 <= args.objects <= 1_000_000
         and 1 <= args.per_session <= 100
         and 1 <= args.chunk <= 10_000
-        and (args.workers is None or 1 <= args.workers <= 8)
+        and 0 <= args.worker_processes <= 8
+        and 1 <= args.chunk_size <= 100_000
+        and 1 <= args.rounds <= 5
     ):
-        parser.error("bounded: objects 1-1,000,000, per-session 1-100, chunk 1-10,000, workers 1-8")
+        parser.error(
+            "bounded: objects 1-1,000,000, per-session 1-100, chunk 1-10,000, worker processes "
+            "0-8, chunk size 1-100,000, rounds 1-5"
+        )
     common.wait_for_quiet(args.wait_quiet)
     print(
         f"# sweep benchmark: {args.objects:,} candidate objects, chunks of {args.chunk}, "

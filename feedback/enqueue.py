@@ -27,6 +27,16 @@ def run_task(run_id) -> None:
     task.apply_async((str(run_id),), retry=True, retry_policy=PUBLISH_RETRY)
 
 
+def run_chunk(chunk_id, queue: str | None = None) -> None:
+    """Publish ``run_chunk`` for a committed chunk of a fanned-out run (``feedback.fanout``), to
+    ``queue`` (default: the default queue). A broker error propagates (the caller,
+    ``feedback.fanout.send_chunks``, logs and counts it; the reconciler sends the chunk again)."""
+    from feedback.tasks import run_chunk as task
+
+    options = {"queue": queue} if queue else {}
+    task.apply_async((int(chunk_id),), retry=True, retry_policy=PUBLISH_RETRY, **options)
+
+
 def sweep_objects(object_ids: Iterable) -> None:
     """Queue the IGNORED_REPEATEDLY sweep of these objects (SPEC §9) after their sessions commit.
 

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Avg, F, FloatField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from feedback.models import TaskRun, WorkerHeartbeat
+from feedback.models import TaskChunk, TaskRun, WorkerHeartbeat
 from rms.replay import iso
 
 logger = logging.getLogger(__name__)
+
+
+def stale_before() -> datetime:
+    """A running run or chunk whose heartbeat is older than this lost its worker."""
+    return timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT)
 
 
 class _Beater:
@@ -124,3 +131,49 @@ def worker_liveness() -> dict:
         "age_seconds": round((now - rows[0]).total_seconds(), 1),
         "alive": alive,
     }
+
+
+class ChunkHeartbeat(_Beater):
+    """A running chunk's heartbeat (issue 17), which also stores its progress and moves its
+    run's: the run's progress is the mean of its chunks' (never lower than it was: a chunk
+    claimed again starts from 0), and the run's heartbeat is touched too, so a run whose chunks
+    are alive is never taken for a lost one."""
+
+    def __init__(self, chunk_id, run_id, every: float | None = None) -> None:
+        super().__init__(f"heartbeat-chunk-{chunk_id}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
+        self.chunk_id = chunk_id
+        self.run_id = run_id
+        self._progress: float | None = None
+        self._lock = threading.Lock()
+
+    def offer(self, value: float) -> None:
+        with self._lock:
+            self._progress = value
+        self.wake()
+
+    def beat(self) -> None:
+        with self._lock:
+            value, self._progress = self._progress, None
+        fields = {"heartbeat_at": timezone.now()}
+        if value is not None:
+            fields["progress"] = value
+        TaskChunk.objects.filter(pk=self.chunk_id, state=TaskChunk.RUNNING).update(**fields)
+        run_progress_update(self.run_id)
+
+
+def run_progress_update(run_id) -> None:
+    """One UPDATE: a fanned-out run's progress ← the mean of its chunks' progress (kept if
+    higher), heartbeat ← now; only while the run is running."""
+    mean = (
+        TaskChunk.objects.filter(run_id=OuterRef("pk"))
+        .order_by()
+        .values("run_id")
+        .annotate(mean=Avg("progress"))
+        .values("mean")
+    )
+    TaskRun.objects.filter(pk=run_id, state=TaskRun.RUNNING).update(
+        progress=Greatest(
+            F("progress"), Coalesce(Subquery(mean, output_field=FloatField()), Value(0.0))
+        ),
+        heartbeat_at=timezone.now(),
+    )

@@ -230,6 +230,43 @@ class TaskRun(models.Model):
         return f"{self.kind} {self.state}"
 
 
+class TaskChunk(models.Model):
+    """One key range of a fanned-out run (issue 17): the run's task plans them, one Celery task
+    per chunk runs it on any worker, and the chunk that finishes last finalises the run.
+
+    ``[lo, hi)`` bounds the primary keys of ``table`` the chunk walks (text; null is open).
+    Claimed with a compare-and-swap on ``state`` like a run; ``attempts`` guards the claim so a
+    worker that lost its chunk to another cannot mark it done."""
+
+    QUEUED, RUNNING, SUCCEEDED, FAILED = TaskRun.STATES
+
+    run = models.ForeignKey(
+        TaskRun, on_delete=models.CASCADE, related_name="chunks", db_index=False
+    )
+    index = models.PositiveIntegerField()
+    table = models.CharField(max_length=40)
+    lo = models.CharField(max_length=64, null=True, blank=True)
+    hi = models.CharField(max_length=64, null=True, blank=True)
+    state = models.CharField(max_length=10, default=QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    hostname = models.CharField(max_length=200, blank=True, default="")
+    progress = models.FloatField(default=0.0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="chunk_run_index")]
+        indexes = [models.Index(fields=["state", "heartbeat_at"], name="chunk_state_beat")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of {self.run_id} {self.state}"
+
+
 class WorkerHeartbeat(models.Model):
     """One row per Celery worker (its node name), touched by the worker's main process every
     RMS_TASK_HEARTBEAT_EVERY seconds: /health reports worker liveness from it."""

@@ -1,8 +1,17 @@
 """Rebuild every aggregate from the operation log alone (SPEC §8).
 
-One ordered pass over the log (a server-side cursor on PostgreSQL, so memory holds one batch of
-operations plus one small accumulator per object), folding through the same pure functions the
-live services call, in the same ``seq`` order: the result equals the live values exactly.
+The log is folded through the same pure functions the live services call, in the same ``seq``
+order: the result equals the live values exactly.
+
+Two ways in. :func:`fold_log` is one ordered pass over the whole log (a server-side cursor on
+PostgreSQL). :func:`rebuild_objects` rebuilds a set of objects in one transaction, live writes
+and all: it takes the objects' row locks first (in primary-key order, as every writer does),
+and every write that moves an aggregate holds its object's lock and appends its operation in
+the same transaction, so under the locks the log of those objects is complete and stays still
+while it is folded and the aggregates written. It reads only the operations of those objects
+plus the FEEDBACK_SESSION operations of the sessions that injected them (named by each
+INJECTION_EVENT's ``feedback_session_id``), so a chunk costs its own share of the log. The
+worker fans a rebuild out as key-range chunks (``feedback.fanout``), one transaction each.
 """
 
 from __future__ import annotations
@@ -15,18 +24,34 @@ from django.db import transaction
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
+from rms.locks import lock_objects
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
 #: Operations folded between two progress reports.
 PROGRESS_EVERY = 500
-#: Aggregates written per statement in the final write (progress is reported between them).
+#: Aggregates written per statement.
 WRITE_BATCH = 1000
 OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "FEEDBACK_SESSION", "IGNORED_CHECK")
+#: The operation types on an object's own chain that move its aggregate.
+OBJECT_OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "IGNORED_CHECK")
+#: Objects per transaction of :func:`rebuild_aggregates`.
+OBJECTS_PER_TRANSACTION = 1000
 
 
 def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    """{object_id: Aggregate} folded from the log; ``object_ids`` limits what is kept."""
+    """{object_id: Aggregate} folded from the whole log; ``object_ids`` limits what is kept."""
+    rows = (
+        Operation.objects.filter(op_type__in=OP_TYPES)
+        .order_by("seq")
+        .values_list("op_type", "target_id", "ts", "payload")
+        .iterator(chunk_size=CHUNK)
+    )
+    return _fold(rows, object_ids, progress)
+
+
+def _fold(rows, object_ids: set | None, progress: Callable[[int], None] | None = None) -> dict:
+    """Fold (op_type, target_id, ts, payload) rows, in ``seq`` order, into aggregates."""
     result: dict = {}
 
     def agg(object_id) -> aggregates.Aggregate | None:
@@ -37,12 +62,6 @@ def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | No
             value = result[object_id] = aggregates.Aggregate()
         return value
 
-    rows = (
-        Operation.objects.filter(op_type__in=OP_TYPES)
-        .order_by("seq")
-        .values_list("op_type", "target_id", "ts", "payload")
-        .iterator(chunk_size=CHUNK)
-    )
     for n, (op_type, target_id, ts, payload) in enumerate(rows, 1):
         if op_type == "INJECTION_EVENT":
             if (a := agg(target_id)) is not None:
@@ -62,6 +81,65 @@ def fold_log(object_ids: set | None = None, progress: Callable[[int], None] | No
     return result
 
 
+def _object_log(object_ids: list) -> list:
+    """(seq, op_type, target_id, ts, payload) of every operation that moves these objects'
+    aggregates, in ``seq`` order: their own chains' and their sessions' FEEDBACK_SESSION."""
+    fields = ("seq", "op_type", "target_id", "ts", "payload")
+    own = list(
+        Operation.objects.filter(target_id__in=object_ids, op_type__in=OBJECT_OP_TYPES)
+        .values_list(*fields)
+        .iterator(chunk_size=CHUNK)
+    )
+    sessions = set()
+    every_session = False
+    for _, op_type, _, _, payload in own:
+        if op_type == "INJECTION_EVENT":
+            session = payload.get("feedback_session_id")
+            if session is None:  # a payload written before the field existed: read them all
+                every_session = True
+            else:
+                sessions.add(session)
+    ends = Operation.objects.filter(op_type="FEEDBACK_SESSION")
+    if not every_session:
+        ends = ends.filter(target_id__in=sorted(sessions))
+    rows = own
+    if sessions or every_session:
+        rows = own + list(ends.values_list(*fields).iterator(chunk_size=CHUNK))
+    rows.sort(key=lambda row: row[0])
+    return rows
+
+
+def rebuild_objects(object_ids, namespace=None) -> dict:
+    """Rebuild the aggregates of these objects (those of ``namespace`` when given) in one
+    transaction, under their row locks (module docstring); ``{"objects", "changed"}``, where
+    ``objects`` counts the objects with aggregate-moving operations. Idempotent."""
+    with transaction.atomic():
+        locked = lock_objects(object_ids)
+        ns_of = {
+            pk: obj.namespace_id
+            for pk, obj in locked.items()
+            if namespace is None or obj.namespace_id == namespace.pk
+        }
+        if not ns_of:
+            return {"objects": 0, "changed": 0}
+        rows = _object_log(list(ns_of))
+        folded = _fold((row[1:] for row in rows), set(ns_of))
+        changed = _write(folded, ns_of)
+    return {"objects": len(folded), "changed": changed}
+
+
+def rebuild_range(namespace=None, lo=None, hi=None) -> dict:
+    """:func:`rebuild_objects` for the objects with ids in ``[lo, hi)`` (one transaction)."""
+    objects = MemoryObject.objects.order_by("pk")
+    if namespace is not None:
+        objects = objects.filter(namespace=namespace)
+    if lo is not None:
+        objects = objects.filter(pk__gte=lo)
+    if hi is not None:
+        objects = objects.filter(pk__lt=hi)
+    return rebuild_objects(list(objects.values_list("pk", flat=True)), namespace)
+
+
 def _session_end(payload: dict, ts: datetime, agg) -> None:
     received: dict[str, list[str]] = {}
     for s in payload["signals"]:
@@ -75,50 +153,46 @@ def _session_end(payload: dict, ts: datetime, agg) -> None:
         aggregates.on_session_end(a, signal_types=types, outcome=payload["outcome"], ts=ts)
 
 
-def rebuild_aggregates(
-    namespace=None,
-    progress: Callable[[int], None] | None = None,
-    written: Callable[[float], None] | None = None,
-) -> dict:
-    """Recompute and store every aggregate from the log; returns counts of what changed.
-
-    ``progress(n)`` is called every PROGRESS_EVERY operations folded, ``written(fraction)``
-    after each WRITE_BATCH aggregates of the final write (one transaction: all or none).
-    Idempotent: a rerun (or a rerun after a crash midway) writes the same values.
-    """
-    objects = MemoryObject.objects.all()
+def rebuild_aggregates(namespace=None, progress: Callable[[float], None] | None = None) -> dict:
+    """Recompute and store every aggregate (of ``namespace``) from the log, in the calling
+    process: :func:`rebuild_objects` over OBJECTS_PER_TRANSACTION objects at a time, in key
+    order, one transaction each; ``progress(fraction)`` after each. Returns the summed counts.
+    Idempotent: a rerun (or a rerun after a crash midway) writes the same values."""
+    objects = MemoryObject.objects.order_by("pk")
     if namespace is not None:
         objects = objects.filter(namespace=namespace)
-    ns_of = dict(objects.values_list("pk", "namespace_id"))
-    folded = fold_log(set(ns_of), progress)
-    changed = 0
-    with transaction.atomic():
-        live = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=folded)}
-        new, update = [], []
-        for object_id, agg in folded.items():
-            row = live.get(object_id)
-            if row is None:
-                row = FeedbackAggregate(object_id=object_id, namespace_id=ns_of[object_id])
-                new.append(row)
-            elif all(getattr(row, f) == getattr(agg, f) for f in aggregates.FIELDS):
-                continue
-            else:
-                update.append(row)
-            for f in aggregates.FIELDS:
-                setattr(row, f, getattr(agg, f))
-            row.usage_ratio = agg.usage_ratio
-            changed += 1
-        todo = len(new) + len(update)
-        for start in range(0, len(new), WRITE_BATCH):
-            FeedbackAggregate.objects.bulk_create(new[start : start + WRITE_BATCH])
-            if written is not None:
-                written(min(len(new), start + WRITE_BATCH) / todo)
-        for start in range(0, len(update), WRITE_BATCH):
-            FeedbackAggregate.objects.bulk_update(
-                update[start : start + WRITE_BATCH], [*aggregates.FIELDS, "usage_ratio"]
-            )
-            if written is not None:
-                written((len(new) + min(len(update), start + WRITE_BATCH)) / todo)
-        if written is not None and not todo:
-            written(1.0)
-    return {"objects": len(folded), "changed": changed}
+    ids = list(objects.values_list("pk", flat=True))
+    total = {"objects": 0, "changed": 0}
+    for start in range(0, len(ids), OBJECTS_PER_TRANSACTION):
+        part = rebuild_objects(ids[start : start + OBJECTS_PER_TRANSACTION], namespace)
+        total = {k: total[k] + part[k] for k in total}
+        if progress is not None:
+            progress(min(1.0, (start + OBJECTS_PER_TRANSACTION) / len(ids)))
+    if progress is not None and not ids:
+        progress(1.0)
+    return total
+
+
+def _write(folded: dict, ns_of: dict) -> int:
+    """Store the folded aggregates; the number of rows created or changed."""
+    live = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=folded)}
+    new, update = [], []
+    for object_id, agg in folded.items():
+        row = live.get(object_id)
+        if row is None:
+            row = FeedbackAggregate(object_id=object_id, namespace_id=ns_of[object_id])
+            new.append(row)
+        elif all(getattr(row, f) == getattr(agg, f) for f in aggregates.FIELDS):
+            continue
+        else:
+            update.append(row)
+        for f in aggregates.FIELDS:
+            setattr(row, f, getattr(agg, f))
+        row.usage_ratio = agg.usage_ratio
+    for start in range(0, len(new), WRITE_BATCH):
+        FeedbackAggregate.objects.bulk_create(new[start : start + WRITE_BATCH])
+    for start in range(0, len(update), WRITE_BATCH):
+        FeedbackAggregate.objects.bulk_update(
+            update[start : start + WRITE_BATCH], [*aggregates.FIELDS, "usage_ratio"]
+        )
+    return len(new) + len(update)

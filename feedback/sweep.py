@@ -10,22 +10,20 @@ Transactions: the candidates are read without locks, then handled in chunks of `
 one transaction per chunk. A chunk locks its objects once, in primary-key order (the order every
 writer uses, so the sweep cannot deadlock with ingestion), re-reads their aggregates under the
 lock and re-checks the candidate condition, because a session or a concurrent sweep may have
-changed it since the unlocked read. Chunks hold disjoint key ranges, so on PostgreSQL, outside a
-transaction, ``WORKERS`` threads handle chunks at once, each on its own connection: while one
-waits on PostgreSQL, another builds its operations. A crash leaves finished chunks committed and
-the rest untouched; as a checked object is no longer a candidate, a rerun finishes the job and
-ends in the same state as one clean run. Nothing here retries; the task that calls
-:func:`sweep` may simply run it again.
+changed it since the unlocked read: an object checked by one sweep is no longer a candidate
+when a concurrent one gets its lock, so it is decided once. ``lo``/``hi`` restrict a sweep to a
+key range: the worker task fans a sweep out over Celery as key-range chunks
+(``feedback.fanout``), which is how a sweep uses more than one core or machine. A crash leaves
+finished chunks committed and the rest untouched; as a checked object is no longer a candidate,
+a rerun finishes the job and ends in the same state as one clean run. Nothing here retries; the
+task that calls :func:`sweep` may simply run it again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -51,11 +49,6 @@ CHUNK = 500
 #: second in all).
 PROGRESS_STEP = 0.02
 MIN_PROGRESS_CHUNK = 20
-#: Chunks handled at once, each in its own thread and database connection (PostgreSQL only).
-#: Two overlap the Python half of one chunk with the PostgreSQL half of another on two cores.
-WORKERS = 2
-#: Seconds a thread's connection closer waits for the others (they start within milliseconds).
-CLOSE_TIMEOUT = 10
 SIGNAL_TYPE = "IGNORED_REPEATEDLY"
 DETECTION_METHOD = "injection_tracking"
 ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
@@ -69,8 +62,14 @@ is_candidate = aggregates.is_sweep_candidate
 OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
 
-def candidates(namespace: Namespace | str | None = None, object_ids: Iterable | None = None):
-    """The aggregates of candidate objects (unlocked; the sweep re-checks under the lock)."""
+def candidates(
+    namespace: Namespace | str | None = None,
+    object_ids: Iterable | None = None,
+    lo=None,
+    hi=None,
+):
+    """The aggregates of candidate objects (unlocked; the sweep re-checks under the lock), with
+    object ids in ``[lo, hi)`` when given."""
     qs = FeedbackAggregate.objects.filter(
         unused_streak__gte=F("namespace__ignore_threshold"),
         unused_sessions__gt=F("checked_unused_sessions"),
@@ -79,6 +78,10 @@ def candidates(namespace: Namespace | str | None = None, object_ids: Iterable | 
         qs = qs.filter(namespace__name=namespace if isinstance(namespace, str) else namespace.name)
     if object_ids is not None:
         qs = qs.filter(object_id__in=list(object_ids))
+    if lo is not None:
+        qs = qs.filter(object_id__gte=lo)
+    if hi is not None:
+        qs = qs.filter(object_id__lt=hi)
     return qs
 
 
@@ -129,18 +132,19 @@ def sweep(
     progress: Callable[[float], None] | None = None,
     now: datetime | None = None,
     chunk_size: int = CHUNK,
-    workers: int = WORKERS,
+    lo=None,
+    hi=None,
 ) -> dict:
     """Examine every candidate object (SPEC §9) and return what was decided.
 
-    ``namespace`` (a Namespace or its name) and ``object_ids`` restrict the candidates.
+    ``namespace`` (a Namespace or its name), ``object_ids`` and the key range ``[lo, hi)``
+    restrict the candidates.
     ``progress(fraction)`` is called after each committed chunk (never while locks are held).
     ``now`` is the check time (default: the time each chunk takes its locks); an object whose
     chain is already later is checked at its latest operation's time, so no chain goes back.
 
-    One transaction per chunk of ``chunk_size`` objects; see the module docstring for locking
-    and crash behaviour. Chunks run on ``workers`` threads at once on PostgreSQL when no
-    transaction is open (a caller's transaction must see every write, so it gets one thread).
+    One transaction per chunk of ``chunk_size`` objects (a savepoint inside a caller's
+    transaction); see the module docstring for locking and crash behaviour.
     Returns ``{"examined", "penalized", "exempt", "not_penalized", "skipped_domain_checks",
     "namespaces"}``; ``examined`` is the sum of the three outcomes, ``skipped_domain_checks``
     counts penalties applied without a domain check (all streak sessions unknown), and
@@ -149,7 +153,7 @@ def sweep(
     core.check_not_future(now, "now")
     if object_ids is not None:
         object_ids = list(object_ids)
-    qs = candidates(namespace, object_ids)
+    qs = candidates(namespace, object_ids, lo, hi)
     total = qs.count()
     if progress is not None:
         # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
@@ -164,13 +168,9 @@ def sweep(
         if progress is not None:
             progress(min(1.0, done / total) if total else 1.0)
 
-    parallel = workers > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block
-    if parallel:
-        _run_threaded(_pages(qs, chunk_size), now, workers, chunk_done)
-    else:
-        contexts = _Contexts()
-        for ids in _pages(qs, chunk_size):
-            chunk_done(len(ids), _run_chunk(ids, now, contexts))
+    contexts = _Contexts()
+    for ids in _pages(qs, chunk_size):
+        chunk_done(len(ids), _run_chunk(ids, now, contexts))
     if progress is not None and done == 0:
         progress(1.0)
     return summary.as_dict()
@@ -194,72 +194,6 @@ def _run_chunk(ids: list, now: datetime | None, contexts: _Contexts) -> Summary:
     with gcpause.paused(), transaction.atomic():
         _sweep_chunk(ids, now, part, contexts)
     return part
-
-
-def _run_threaded(pages, now: datetime | None, workers: int, chunk_done) -> None:
-    """Hand the pages to a pool of ``workers`` threads, each with its own connection and
-    session-context cache; report each finished chunk from this thread. At most two pages per
-    thread are submitted and not yet finished (memory stays bounded). The first error stops the
-    hand-out: chunks not yet started never run, running ones finish or roll back, and the error
-    is raised here; committed chunks stay, as in a single-thread run.
-    """
-    local = threading.local()
-    stop = threading.Event()
-
-    def start_thread() -> None:
-        local.contexts = _Contexts()
-
-    def run(ids: list) -> tuple[int, Summary | None]:
-        if stop.is_set():  # an earlier chunk failed: hand this one back untouched
-            return 0, None
-        try:
-            return len(ids), _run_chunk(ids, now, local.contexts)
-        except BaseException:
-            stop.set()
-            raise
-
-    def report(done: set[Future]) -> None:
-        for future in done:
-            size, part = future.result()  # a chunk's error is raised here
-            if part is not None:
-                chunk_done(size, part)
-
-    executor = ThreadPoolExecutor(
-        max_workers=workers, thread_name_prefix="sweep-worker", initializer=start_thread
-    )
-    pending: set[Future] = set()
-    try:
-        for ids in pages:
-            pending.add(executor.submit(run, ids))
-            while len(pending) >= 2 * workers:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                report(done)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            report(done)
-    finally:
-        # After an error (a chunk's, the candidate query's or a progress report's) nothing more
-        # is reported: chunks not started are cancelled, running ones are waited for.
-        stop.set()
-        for future in pending:
-            future.cancel()
-        wait(pending)
-        _close_connections(executor, workers)
-        executor.shutdown(wait=True)
-
-
-def _close_connections(executor: ThreadPoolExecutor, threads: int) -> None:
-    """Close the database connection of each of the pool's threads: one closer per thread, each
-    held at a barrier until all have started, so no thread runs two of them."""
-    barrier = threading.Barrier(threads)
-
-    def close_here() -> None:
-        connection.close()
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(CLOSE_TIMEOUT)
-
-    for _ in range(threads):
-        executor.submit(close_here)
 
 
 # --- one chunk ------------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ class Param:
     max: float | None = None
 
 
+#: Keys per chunk of a fanned-out kind (issue 17, ``feedback.fanout``): objects for the sweep,
+#: the rebuild and the replay check, targets of each table for the chain check.
+DEFAULT_CHUNK_SIZE = 1000
+MAX_CHUNK_SIZE = 100_000
+CHUNK_SIZE = Param("int", DEFAULT_CHUNK_SIZE, 1, MAX_CHUNK_SIZE)
+
 #: Seeds are any non-negative integer a JSON number and a ``random.Random`` both hold exactly.
 SEED = Param("int", simulations.DEFAULT_SEED, 0, 2**53)
 #: Sizes are bounded so the largest simulation finishes in seconds, well inside the time limit.
@@ -60,10 +66,12 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    IGNORED_SWEEP: Kind(ADMIN_ROLES, {"namespace": Param("namespace")}),
-    REBUILD_AGGREGATES: Kind(ADMIN_ROLES, {"namespace": Param("namespace")}),
-    VERIFY_REPLAY: Kind(OPERATOR_ROLES),
-    VERIFY_CHAIN: Kind(OPERATOR_ROLES),
+    IGNORED_SWEEP: Kind(ADMIN_ROLES, {"namespace": Param("namespace"), "chunk_size": CHUNK_SIZE}),
+    REBUILD_AGGREGATES: Kind(
+        ADMIN_ROLES, {"namespace": Param("namespace"), "chunk_size": CHUNK_SIZE}
+    ),
+    VERIFY_REPLAY: Kind(OPERATOR_ROLES, {"chunk_size": CHUNK_SIZE}),
+    VERIFY_CHAIN: Kind(OPERATOR_ROLES, {"chunk_size": CHUNK_SIZE}),
     STABILITY_SIMULATION: Kind(
         OPERATOR_ROLES,
         {

@@ -12,6 +12,10 @@ died is delivered again), so every task is idempotent first:
   Every domain function it calls may be rerun from the start: the sweep examines an object only
   when its streak has grown (SPEC §9), a rebuild writes the same values, verifications and
   simulations write nothing.
+- The sweep, the rebuild and the verifications fan out (``feedback.fanout``): ``run_task``
+  plans key-range chunks and ``run_chunk`` runs each on any worker, claimed like a run; the
+  last chunk finalises the run. Called directly (tests, no worker) ``run_task`` runs the
+  chunks one after another in the calling process, through the same ``run_chunk``.
 - Only named transient database errors are retried, with exponential backoff, at most
   MAX_RETRIES times; anything else fails the run with its message.
 
@@ -20,26 +24,24 @@ Task state lives in the TaskRun table, not in a result backend.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 
 from celery import shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from feedback import alerts, heartbeat, rebuild, selectors, simulations, suite, sweep, taskruns
-from feedback.models import FeedbackSession, MetricSnapshot, TaskRun
-from rms import telemetry, verification
+from feedback import alerts, fanout, heartbeat, selectors, simulations, suite, sweep, taskruns
+from feedback.models import MetricSnapshot, TaskChunk, TaskRun
+from rms import telemetry
 from rms.errors import DomainError
-from rms.models import Namespace, Operation
+from rms.models import Namespace
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +61,6 @@ SNAPSHOT_WINDOW_HOURS = 24
 RECONCILE_GRACE = 5  # seconds
 #: Runs the reconciler sends per round at most.
 RECONCILE_BATCH = 500
-SESSION_HEADS_PAGE = 1000
 
 Progress = Callable[[float], None]
 
@@ -110,66 +111,26 @@ class ProgressWriter:
         )
 
 
-# --- the domain function of each kind ---------------------------------------------------------
+class ChunkProgressWriter(ProgressWriter):
+    """The progress callback of a chunk: the chunk's own fraction, through its heartbeat thread
+    (which also moves the run's mean), or on this connection without one."""
 
+    def __init__(self, chunk: TaskChunk, beat: heartbeat.ChunkHeartbeat | None = None) -> None:
+        super().__init__(chunk.run_id, beat=beat)
+        self.chunk_id = chunk.pk
 
-def _namespace(params: dict) -> Namespace | None:
-    name = params.get("namespace")
-    if name is None:
-        return None
-    ns = Namespace.objects.filter(name=name).first()
-    if ns is None:  # validated at start, deleted since
-        raise DomainError("unknown_namespace", f"Namespace {name!r} no longer exists.")
-    return ns
-
-
-def _ignored_sweep(params: dict, progress: Progress) -> dict:
-    with telemetry.SWEEP_DURATION.time():
-        return sweep.sweep(namespace=_namespace(params), progress=progress)
-
-
-def _rebuild_aggregates(params: dict, progress: Progress) -> dict:
-    ns = _namespace(params)
-    total = Operation.objects.filter(op_type__in=rebuild.OP_TYPES).count()
-
-    def folded(n: int) -> None:
-        # The fold is nearly all of the work; the final write takes the last tenth.
-        if total:
-            progress(0.9 * min(1.0, n / total))
-
-    def written(fraction: float) -> None:
-        progress(0.9 + 0.1 * fraction)
-
-    with telemetry.REBUILD_DURATION.time():
-        result = rebuild.rebuild_aggregates(ns, progress=folded, written=written)
-    return {**result, "namespace": params.get("namespace")}
-
-
-def _verify_replay(params: dict, progress: Progress) -> dict:
-    return verification.verify_replay_all(progress)
-
-
-def session_heads(page: int = SESSION_HEADS_PAGE) -> Iterator[tuple[uuid.UUID, str]]:
-    """(id, head_hash) of every feedback session in primary-key order, a page per query."""
-    last = None
-    while True:
-        qs = FeedbackSession.objects.order_by("pk")
-        if last is not None:
-            qs = qs.filter(pk__gt=last)
-        rows = list(qs.values_list("pk", "head_hash")[:page])
-        yield from rows
-        if len(rows) < page:
+    def write(self, value: float) -> None:
+        self.writes += 1
+        if self.beat is not None:
+            self.beat.offer(value)
             return
-        last = rows[-1][0]
+        TaskChunk.objects.filter(pk=self.chunk_id, state=TaskChunk.RUNNING).update(
+            progress=value, heartbeat_at=timezone.now()
+        )
+        heartbeat.run_progress_update(self.run_id)
 
 
-def _verify_chain(params: dict, progress: Progress) -> dict:
-    return verification.verify_chain_all(
-        progress,
-        extra_heads=session_heads(),
-        extra_type="feedback_session",
-        extra_total=FeedbackSession.objects.count(),
-    )
+# --- the domain function of each kind ---------------------------------------------------------
 
 
 def _stability(params: dict, progress: Progress) -> dict:
@@ -188,11 +149,8 @@ def _metric_snapshot(params: dict, progress: Progress) -> dict:
     return take_snapshots(params.get("namespace"))
 
 
+#: The kinds that run in one task; the others fan out (``fanout.KINDS``).
 RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
-    taskruns.IGNORED_SWEEP: _ignored_sweep,
-    taskruns.REBUILD_AGGREGATES: _rebuild_aggregates,
-    taskruns.VERIFY_REPLAY: _verify_replay,
-    taskruns.VERIFY_CHAIN: _verify_chain,
     taskruns.STABILITY_SIMULATION: _stability,
     taskruns.PRECISION_SIMULATION: _precision,
     taskruns.BENCHMARK_SUITE: _benchmark,
@@ -203,9 +161,7 @@ RUNNERS: dict[str, Callable[[dict, Progress], dict]] = {
 # --- claiming and finishing a run ---------------------------------------------------------------
 
 
-def stale_before() -> datetime:
-    """A running run whose heartbeat is older than this lost its worker."""
-    return timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT)
+stale_before = heartbeat.stale_before
 
 
 def claim(run_id) -> TaskRun | None:
@@ -240,9 +196,7 @@ def _fail(run_id, message: str) -> str:
     return TaskRun.FAILED
 
 
-def _json(value: dict) -> dict:
-    """Plain JSON (UUIDs, times and decimals as strings), as the JSON column stores it."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+_json = fanout.as_json
 
 
 def execute(run: TaskRun, beat: heartbeat.RunHeartbeat | None = None) -> dict:
@@ -262,12 +216,22 @@ def run_task(self, task_id: str) -> str | None:
     and InterfaceError up to MAX_RETRIES times (backoff 5 s, 10 s, 20 s), then fails the run; a
     soft time limit fails it with "time limit exceeded"; any other error fails it with the
     error's message. Returns the final state, or None when there was nothing to do.
+
+    A fanned-out kind (``fanout.KINDS``) is planned instead: its chunks are written in one
+    transaction and sent after it, and the run stays running until its last chunk finalises
+    it. A message for a run that already has chunks (a redelivery) does nothing: its chunks
+    carry on, and the reconciler re-sends lost ones. Called directly or eagerly (no worker to
+    send chunks to), the chunks run here, one after another, through ``run_chunk``.
     """
     try:
         run_id = uuid.UUID(str(task_id))
     except ValueError:
         logger.error("run_task: malformed task id %r", task_id)
         return None
+    here = bool(self.request.called_directly or self.request.is_eager)
+    fanned = TaskRun.objects.filter(pk=run_id, kind__in=list(fanout.KINDS)).exists()
+    if fanned and fanout.has_chunks(run_id):
+        return _run_chunks_here(run_id) if here else None
     run = claim(run_id)
     if run is None:
         return None
@@ -275,10 +239,17 @@ def run_task(self, task_id: str) -> str | None:
         return _fail(run_id, f"Gave up after {run.attempts - 1} attempts.")
     # Beats while the domain function runs, from a thread on its own connection; not inside a
     # caller's transaction (tests calling the task directly), where the row is not yet visible
-    # to another connection and the claim's own heartbeat stands.
-    beating = None if connection.in_atomic_block else heartbeat.RunHeartbeat(run_id).start()
+    # to another connection and the claim's own heartbeat stands. Planning is a few queries:
+    # the claim's heartbeat stands for it.
+    beating = None
+    if not fanned and not connection.in_atomic_block:
+        beating = heartbeat.RunHeartbeat(run_id).start()
     try:
-        result = execute(run, beating)
+        if fanned:
+            queue = (self.request.delivery_info or {}).get("routing_key")
+            fanout.plan(run, queue, send=not here)
+        else:
+            result = execute(run, beating)
     except SoftTimeLimitExceeded:
         return _fail(run_id, "time limit exceeded")
     except TRANSIENT as exc:
@@ -299,8 +270,70 @@ def run_task(self, task_id: str) -> str | None:
     finally:
         if beating is not None:
             beating.stop()
+    if fanned:
+        return _run_chunks_here(run_id) if here else TaskRun.RUNNING
     _finish(run_id, TaskRun.SUCCEEDED, progress=1.0, result=result, error="")
     return TaskRun.SUCCEEDED
+
+
+def _run_chunks_here(run_id) -> str:
+    """The run's pending chunks, one after another in this process (``run_chunk`` called
+    directly); the run's state afterwards."""
+    for chunk_id in fanout.pending(run_id):
+        run_chunk.run(chunk_id)
+    return TaskRun.objects.values_list("state", flat=True).get(pk=run_id)
+
+
+@shared_task(bind=True, max_retries=MAX_RETRIES, **TASK_OPTIONS)
+def run_chunk(self, chunk_id: int) -> str | None:
+    """Run one chunk of a fanned-out run (``feedback.fanout``): claim it, run the kind's domain
+    function on its key range and store the chunk's result — and the run's, for the last chunk
+    — in one transaction.
+
+    Retries OperationalError and InterfaceError up to MAX_RETRIES times (backoff 5 s, 10 s,
+    20 s; the chunk goes back to queued meanwhile), then fails the chunk and its run; a soft
+    time limit, a domain error or any other error fails them at once, with the chunk named. A
+    chunk claimed more than MAX_ATTEMPTS times (it kills its worker) is given up. Returns the
+    run's state afterwards, or None when there was nothing to do.
+    """
+    try:
+        chunk_id = int(chunk_id)
+    except (TypeError, ValueError):
+        logger.error("run_chunk: malformed chunk id %r", chunk_id)
+        return None
+    hostname = self.request.hostname or fanout.LOCAL_HOSTNAME
+    chunk = fanout.claim(chunk_id, hostname)
+    if chunk is None:
+        return None
+    if chunk.attempts > MAX_ATTEMPTS:
+        return fanout.fail(chunk, f"Gave up after {chunk.attempts - 1} attempts.")
+    beating = None
+    if not connection.in_atomic_block:
+        beating = heartbeat.ChunkHeartbeat(chunk.pk, chunk.run_id).start()
+    try:
+        return fanout.execute(chunk, hostname, ChunkProgressWriter(chunk, beating))
+    except SoftTimeLimitExceeded:
+        return fanout.fail(chunk, "time limit exceeded")
+    except TRANSIENT as exc:
+        if not connection.in_atomic_block:
+            close_old_connections()
+        retries = self.request.retries or 0
+        if not self.request.called_directly and retries < self.max_retries:
+            logger.warning("run_chunk %s: transient error, retrying: %s", chunk_id, exc)
+            try:
+                fanout.back_to_queue(chunk_id)
+            except TRANSIENT:  # still away: the reconciler re-queues it once its beat is stale
+                close_old_connections()
+            raise self.retry(exc=exc, countdown=RETRY_BACKOFF * 2**retries) from exc
+        return fanout.fail(chunk, f"Database error after {retries} retries: {exc}")
+    except DomainError as exc:
+        return fanout.fail(chunk, exc.message)
+    except Exception as exc:
+        logger.exception("run_chunk %s failed", chunk_id)
+        return fanout.fail(chunk, f"{type(exc).__name__}: {exc}")
+    finally:
+        if beating is not None:
+            beating.stop()
 
 
 def _back_to_queue(run_id) -> None:
@@ -340,10 +373,12 @@ def sweep_objects(self, object_ids: list[str]) -> dict:
     return _json(sweep.sweep(object_ids=ids))
 
 
-@shared_task(**TASK_OPTIONS)
-def sweep_all() -> str | None:
+@shared_task(bind=True, **TASK_OPTIONS)
+def sweep_all(self) -> str | None:
     """Beat: the IGNORED_REPEATEDLY sweep over every namespace, recorded as a TaskRun of kind
-    ignored_sweep by "beat", so operators see what the last sweep decided.
+    ignored_sweep by "beat", so operators see what the last sweep decided. The run is sent like
+    one started from the API, so it fans out over every listening worker; called directly it
+    runs here (``run_task`` called directly).
 
     Skipped while another ignored_sweep run is queued or running (a sweep that outlasts the beat
     interval, or a redelivered beat message); a run left unfinished longer than the hard time
@@ -360,8 +395,12 @@ def sweep_all() -> str | None:
     if unfinished.exists():
         logger.info("sweep_all: an ignored_sweep is already pending; skipped")
         return None
-    run = TaskRun.objects.create(kind=taskruns.IGNORED_SWEEP, params={}, created_by="beat")
-    run_task.run(str(run.pk))
+    params = taskruns.validate_params(taskruns.IGNORED_SWEEP, {})
+    run = TaskRun.objects.create(kind=taskruns.IGNORED_SWEEP, params=params, created_by="beat")
+    if self.request.called_directly:
+        run_task.run(str(run.pk))
+    else:
+        taskruns.send(run.pk)  # not sent: the reconciler sends it
     return str(run.pk)
 
 
@@ -418,16 +457,20 @@ def reconcile_task_runs() -> dict:
       is sent (again);
     - a running run whose heartbeat is older than RMS_TASK_HEARTBEAT_TIMEOUT lost its worker: it
       is put back to queued (compare-and-swap on its heartbeat, so a run that beat meanwhile is
-      left alone) and sent. Its attempts count, so a run that kills every worker is given up.
+      left alone) and sent. Its attempts count, so a run that kills every worker is given up;
+    - the chunks of fanned-out runs likewise (``fanout.reconcile``): a chunk whose heartbeat is
+      stale is re-queued and re-sent, a queued chunk never sent is sent.
 
     Idempotent: claims are compare-and-swaps, so a message sent twice runs a run once.
     Returns the counts.
     """
     now = timezone.now()
     grace = now - timedelta(seconds=RECONCILE_GRACE)
+    # A fanned-out run with chunks is alive while they are: its chunks are reconciled instead.
     dead = list(
         TaskRun.objects.filter(state=TaskRun.RUNNING)
         .filter(Q(heartbeat_at__lt=stale_before()) | Q(heartbeat_at__isnull=True))
+        .filter(~Exists(TaskChunk.objects.filter(run_id=OuterRef("pk"))))
         .values_list("pk", "heartbeat_at")
     )
     requeued = []
@@ -454,7 +497,8 @@ def reconcile_task_runs() -> dict:
             failed += 1
             break  # the broker is still away: the next round tries again
     telemetry.incr(telemetry.TASK_RUNS_RESENT, amount=sent)
-    return {"requeued": len(requeued), "sent": sent, "send_failed": failed}
+    chunks = fanout.reconcile(now, grace, RECONCILE_BATCH)
+    return {"requeued": len(requeued), "sent": sent, "send_failed": failed, **chunks}
 
 
 # --- the worker's own heartbeat (for /health) ---------------------------------------------------

@@ -162,11 +162,21 @@ def _chunk_ops(target_ids: list) -> Iterator[tuple[Any, Iterator[OpRow]]]:
         yield target_id, (OpRow(*row) for row in group)
 
 
-def _object_chunks(fields: Iterable[str]) -> Iterator[list[MemoryObject]]:
-    """Every object in primary-key order, CHUNK at a time, by keyset (no long-lived cursor)."""
+def _in_range(qs, key: str, lo, hi):
+    """``qs`` restricted to ``key`` in ``[lo, hi)`` (None: open)."""
+    if lo is not None:
+        qs = qs.filter(**{f"{key}__gte": lo})
+    if hi is not None:
+        qs = qs.filter(**{f"{key}__lt": hi})
+    return qs
+
+
+def _object_chunks(fields: Iterable[str], lo=None, hi=None) -> Iterator[list[MemoryObject]]:
+    """Every object (with a key in ``[lo, hi)``) in primary-key order, CHUNK at a time, by
+    keyset (no long-lived cursor)."""
     last = None
     while True:
-        qs = MemoryObject.objects.only(*fields).order_by("pk")
+        qs = _in_range(MemoryObject.objects.only(*fields).order_by("pk"), "pk", lo, hi)
         if last is not None:
             qs = qs.filter(pk__gt=last)
         chunk = list(qs[:CHUNK])
@@ -232,11 +242,47 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
     first MAX_LISTED, each with ``object_id`` and ``seq``), "truncated"}``.
     """
     object_ops = Operation.objects.filter(target_type="memory_object").count()
-    relationships = Relationship.objects.count()
     relationship_ops = Operation.objects.filter(target_type="relationship").count()
     report = _Report(progress, object_ops + relationship_ops)
+    _replay_objects(report)
+    _replay_relationships(report, relationship_ops, done_before=object_ops)
+    return report.finish()
+
+
+#: The tables the whole-log checks walk, each keyed by its primary key (a namespace's chain by
+#: its ``uid``), in the order they are checked.
+REPLAY_TABLES = ("memory_object", "relationship")
+CHAIN_TABLES = ("memory_object", "relationship", "namespace")
+KEYS = {"memory_object": "pk", "relationship": "pk", "namespace": "uid"}
+MODELS = {"memory_object": MemoryObject, "relationship": Relationship, "namespace": Namespace}
+
+
+def table_keys(table: str):
+    """The queryset of ``table``'s rows and the name of the key a range of them is cut on."""
+    return MODELS[table].objects.all(), KEYS[table]
+
+
+def _range_ops(table: str, lo, hi) -> int:
+    """Operations on the chains of ``table``'s targets in ``[lo, hi)``."""
+    qs = Operation.objects.filter(target_type=table)
+    return _in_range(qs, "target_id", lo, hi).count()
+
+
+def verify_replay_range(table: str, lo=None, hi=None, progress: Progress | None = None) -> dict:
+    """:func:`verify_replay_all` for the targets of one table (``REPLAY_TABLES``) with keys in
+    ``[lo, hi)``: one chunk of a fanned-out verification. Same result shape; read-only."""
+    total = _range_ops(table, lo, hi)
+    report = _Report(progress, total)
+    if table == "memory_object":
+        _replay_objects(report, lo, hi)
+    else:
+        _replay_relationships(report, total, lo=lo, hi=hi)
+    return report.finish()
+
+
+def _replay_objects(report: _Report, lo=None, hi=None) -> None:
     fields = ("id", "version", *replay.STATE_FIELDS)
-    for chunk in _object_chunks(fields):
+    for chunk in _object_chunks(fields, lo, hi):
         by_id = {obj.pk: obj for obj in chunk}
         for target_id, ops in _chunk_ops(list(by_id)):
             _replay_target(by_id.pop(target_id), ops, report)
@@ -246,16 +292,22 @@ def verify_replay_all(progress: Progress | None = None) -> dict:
             )
         report.checked += len(chunk)
         report.report(report.operations)
-    # Relationships (SPEC §13): each posterior re-derived through rms.evidence; their share of
-    # the progress is their operations, spread evenly over them.
-    per_relationship = relationship_ops / relationships if relationships else 0.0
-    for done, rel in enumerate(Relationship.objects.order_by("pk").iterator(chunk_size=CHUNK)):
+
+
+def _replay_relationships(
+    report: _Report, relationship_ops: int, *, done_before: int = 0, lo=None, hi=None
+) -> None:
+    """Relationships (SPEC §13): each posterior re-derived through rms.evidence; their share of
+    the progress is their operations, spread evenly over them."""
+    rels = _in_range(Relationship.objects.order_by("pk"), "pk", lo, hi)
+    count = rels.count()
+    per_relationship = relationship_ops / count if count else 0.0
+    for done, rel in enumerate(rels.iterator(chunk_size=CHUNK)):
         for mismatch in verify_edge_replay(rel):
             report.add({"relationship_id": str(rel.pk), **mismatch})
         report.checked += 1
         if done % 16 == 15:
-            report.report(min(object_ops, report.operations) + (done + 1) * per_relationship)
-    return report.finish()
+            report.report(min(done_before, report.operations) + (done + 1) * per_relationship)
 
 
 def _chain_break(
@@ -324,17 +376,47 @@ def verify_chain_all(
     first broken link per target — a changed row, a removed row or a truncated tail — with the
     target id and ``seq``. Read-only; bounded memory as in ``verify_replay_all``.
     """
-    types = ["memory_object", "relationship", "namespace", *([extra_type] if extra_total else [])]
+    types = [*CHAIN_TABLES, *([extra_type] if extra_total else [])]
     report = _Report(progress, Operation.objects.filter(target_type__in=types).count())
-    for chunk in _object_chunks(("id", "head_hash")):
-        _verify_heads([(obj.pk, "memory_object", obj.head_hash) for obj in chunk], report)
-    edges = Relationship.objects.order_by("pk").values_list("pk", "head_hash").iterator(CHUNK)
-    while chunk := list(islice(edges, CHUNK)):
-        _verify_heads([(pk, "relationship", head) for pk, head in chunk], report)
-    # Namespaces' own chains (alerts): few rows, one chunk.
-    namespaces = Namespace.objects.order_by("pk").values_list("uid", "head_hash")
-    _verify_heads([(uid, "namespace", head) for uid, head in namespaces], report)
-    extra = iter(extra_heads)
-    while chunk := list(islice(extra, CHUNK)):
-        _verify_heads([(target_id, extra_type, head) for target_id, head in chunk], report)
+    for table in CHAIN_TABLES:
+        _chain_table(table, report)
+    _chain_heads(extra_heads, extra_type, report)
     return report.finish()
+
+
+def verify_chain_range(table: str, lo=None, hi=None, progress: Progress | None = None) -> dict:
+    """:func:`verify_chain_all` for the targets of one table (``CHAIN_TABLES``) with keys in
+    ``[lo, hi)``: one chunk of a fanned-out verification. Same result shape; read-only."""
+    report = _Report(progress, _range_ops(table, lo, hi))
+    _chain_table(table, report, lo, hi)
+    return report.finish()
+
+
+def verify_chain_heads(
+    heads: Iterable[tuple[Any, str]], target_type: str, progress: Progress | None = None
+) -> dict:
+    """:func:`verify_chain_all` for the given ``(target_id, head_hash)`` chains of a type
+    ``rms`` does not own (the feedback sessions of one chunk). Same result shape; read-only."""
+    heads = list(heads)
+    ids = [target_id for target_id, _ in heads]
+    report = _Report(progress, Operation.objects.filter(target_id__in=ids).count() if ids else 0)
+    _chain_heads(heads, target_type, report)
+    return report.finish()
+
+
+def _chain_table(table: str, report: _Report, lo=None, hi=None) -> None:
+    if table == "memory_object":
+        for chunk in _object_chunks(("id", "head_hash"), lo, hi):
+            _verify_heads([(obj.pk, "memory_object", obj.head_hash) for obj in chunk], report)
+        return
+    qs, key = table_keys(table)
+    rows = _in_range(qs.order_by(key), key, lo, hi).values_list(key, "head_hash")
+    rows = rows.iterator(CHUNK)
+    while chunk := list(islice(rows, CHUNK)):
+        _verify_heads([(pk, table, head) for pk, head in chunk], report)
+
+
+def _chain_heads(heads: Iterable[tuple[Any, str]], target_type: str, report: _Report) -> None:
+    extra = iter(heads)
+    while chunk := list(islice(extra, CHUNK)):
+        _verify_heads([(target_id, target_type, head) for target_id, head in chunk], report)

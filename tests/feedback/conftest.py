@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -31,10 +32,11 @@ def worker_database_url() -> str:
 
 
 class Worker:
-    def __init__(self, proc: subprocess.Popen, queue: str, log_path: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, queue: str, log_path: Path, node: str = "") -> None:
         self.proc = proc
         self.queue = queue
         self.log_path = log_path
+        self.node = node  # the worker's node name (``-n``), as ``request.hostname`` reports it
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -58,12 +60,13 @@ def start_worker(queue: str, log_path: Path, *, database_url: str, **env: str) -
         PYTHONUNBUFFERED="1",
     )
     full_env.update(env)
+    node = f"{queue}-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     log = open(log_path, "a")  # noqa: SIM115 - the process holds it; closed in stop_worker
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "celery", "-A", "rms", "worker",
             "--pool", "solo", "-Q", queue, "-l", "warning",
-            "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h",
+            "-n", node,
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ],
         cwd=ROOT,
@@ -74,7 +77,7 @@ def start_worker(queue: str, log_path: Path, *, database_url: str, **env: str) -
         start_new_session=True,
     )  # fmt: skip
     log.close()  # the child has its own copy
-    return Worker(proc, queue, log_path)
+    return Worker(proc, queue, log_path, node)
 
 
 def stop_worker(worker: Worker) -> None:
@@ -133,3 +136,44 @@ def wait_for_task(api, worker: Worker, task_id: str, *, timeout: float = 60.0, s
                 f"task {task_id} still {body['state']} after {timeout} s:\n{worker.log_tail()}"
             )
         time.sleep(0.05)
+
+
+def wait_until_ready(workers: list[Worker], timeout: float = 60.0) -> None:
+    """Until every worker wrote its heartbeat row (it does at ``worker_ready``)."""
+    from feedback.models import WorkerHeartbeat
+
+    deadline = time.monotonic() + timeout
+    names = {w.node for w in workers}
+    while set(WorkerHeartbeat.objects.filter(name__in=names).values_list("name", flat=True)) != (
+        names
+    ):
+        for worker in workers:
+            worker.check_alive()
+        if time.monotonic() > deadline:
+            pytest.fail("workers not ready:\n" + "\n".join(w.log_tail() for w in workers))
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def two_workers(tmp_path: Path, **env: str):
+    """Two real workers (``--pool solo``: one task at a time each, distinct ``-n`` names) on one
+    new queue; the test process sends its tasks there."""
+    queue = f"rms-test-{uuid.uuid4().hex[:12]}"
+    url = worker_database_url()
+    workers = [
+        start_worker(queue, tmp_path / f"worker-{k}.log", database_url=url, **env) for k in (1, 2)
+    ]
+    try:
+        with tasks_sent_to(queue):
+            wait_until_ready(workers)
+            yield workers
+    finally:
+        for worker in workers:
+            stop_worker(worker)
+
+
+@pytest.fixture(scope="module")
+def celery_workers(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Two real workers on a unique queue, for the module's tests."""
+    with django_db_blocker.unblock(), two_workers(tmp_path_factory.mktemp("workers")) as pair:
+        yield pair

@@ -219,6 +219,10 @@ def test_a_database_error_outside_the_api_views_is_503_too(client, monkeypatch):
 # --- tasks and the broker ----------------------------------------------------------------------
 
 
+#: What the reconciler reports for chunks when no run fans out.
+NO_CHUNKS = {"chunks_requeued": 0, "chunks_sent": 0, "chunks_send_failed": 0}
+
+
 def refuse(*args, **kwargs):
     raise BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
@@ -239,11 +243,21 @@ def test_with_the_broker_down_a_started_task_is_202_queued_and_sent_later(
     assert telemetry.value(telemetry.TASK_SEND_FAILURES) == failures + 1
     # the reconciler, while the broker is still down: nothing sent, nothing lost
     TaskRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=10))
-    assert tasks.reconcile_task_runs.run() == {"requeued": 0, "sent": 0, "send_failed": 1}
+    assert tasks.reconcile_task_runs.run() == {
+        "requeued": 0,
+        "sent": 0,
+        "send_failed": 1,
+        **NO_CHUNKS,
+    }
     # the broker is back
     sent = []
     monkeypatch.setattr(tasks.run_task, "apply_async", lambda args, **kw: sent.append(args[0]))
-    assert tasks.reconcile_task_runs.run() == {"requeued": 0, "sent": 1, "send_failed": 0}
+    assert tasks.reconcile_task_runs.run() == {
+        "requeued": 0,
+        "sent": 1,
+        "send_failed": 0,
+        **NO_CHUNKS,
+    }
     assert sent == [str(run.pk)]
     assert TaskRun.objects.get(pk=run.pk).sent_at is not None
     # and once sent it is not sent again while it waits its turn
@@ -271,7 +285,12 @@ def test_the_reconciler_requeues_dead_runs_and_leaves_live_ones(operator_api, mo
     young = taskruns.task_start(client=client, kind="benchmark_suite", params={}).pk
     done = run("succeeded", sent_at=long_ago)
 
-    assert tasks.reconcile_task_runs.run() == {"requeued": 1, "sent": 2, "send_failed": 0}
+    assert tasks.reconcile_task_runs.run() == {
+        "requeued": 1,
+        "sent": 2,
+        "send_failed": 0,
+        **NO_CHUNKS,
+    }
     assert sorted(sent) == sorted([str(dead), str(lost)])
     states = dict(TaskRun.objects.values_list("pk", "state"))
     assert (states[dead], states[alive], states[waiting], states[young], states[done]) == (

@@ -10,11 +10,10 @@ import time
 import pytest
 
 from feedback import rebuild, tasks
-from feedback import sweep as sweep_mod
-from feedback.models import FeedbackAggregate, TaskRun
+from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
 from rms import verification
 from rms.models import Operation
-from tests.factories import make_objects, new_object, post, session, streak
+from tests.factories import make_objects, post, session
 
 pytestmark = pytest.mark.django_db
 STEP = tasks.PROGRESS_STEP + 1e-9
@@ -70,7 +69,7 @@ def test_verify_replay_reports_in_operations_not_objects(client_api, monkeypatch
     assert object_ops > 300
     monkeypatch.setattr(verification, "PROGRESS_EVERY", 4)
     rec = Recorder()
-    result = tasks.RUNNERS["verify_replay"]({}, rec)
+    result = verification.verify_replay_all(rec)
     assert result["ok"] and result["operations"] == object_ops
     rec.assert_fine(strict=True)
     assert len(rec.reports) > 50
@@ -80,42 +79,30 @@ def test_verify_chain_reports_in_operations(client_api, monkeypatch):
     skewed_log(client_api)
     monkeypatch.setattr(verification, "PROGRESS_EVERY", 4)
     rec = Recorder()
-    result = tasks.RUNNERS["verify_chain"]({}, rec)
+    heads = FeedbackSession.objects.order_by("pk").values_list("pk", "head_hash")
+    result = verification.verify_chain_all(rec, extra_heads=heads, extra_total=heads.count())
     assert result["ok"] and result["operations"] == Operation.objects.count()
     rec.assert_fine(strict=True)
 
 
-def test_rebuild_aggregates_reports_the_fold_and_the_write(client_api, monkeypatch):
+def test_a_chunk_of_verify_replay_reports_in_operations(client_api, monkeypatch):
+    skewed_log(client_api)
+    monkeypatch.setattr(verification, "PROGRESS_EVERY", 4)
+    rec = Recorder()
+    result = verification.verify_replay_range("memory_object", progress=rec)
+    assert result["operations"] == Operation.objects.filter(target_type="memory_object").count()
+    rec.assert_fine(strict=True)
+
+
+def test_rebuild_aggregates_reports_after_each_transaction(client_api, monkeypatch):
     ids = skewed_log(client_api)
     FeedbackAggregate.objects.filter(object_id__in=ids[:15]).delete()  # 15 to create
     FeedbackAggregate.objects.filter(object_id__in=ids[15:]).update(uses=99)  # 15 to fix
-    monkeypatch.setattr(rebuild, "PROGRESS_EVERY", 4)
-    monkeypatch.setattr(rebuild, "WRITE_BATCH", 1)
+    monkeypatch.setattr(rebuild, "OBJECTS_PER_TRANSACTION", 3)
     rec = Recorder()
-    result = tasks.RUNNERS["rebuild_aggregates"]({}, rec)
+    result = rebuild.rebuild_aggregates(progress=rec)
     assert (result["objects"], result["changed"]) == (30, 30)
-    rec.assert_fine(strict=True)
-    assert any(0.9 < f < 1.0 for f in rec.fractions())  # the write phase reported too
-
-
-def test_ignored_sweep_chunks_are_at_most_two_percent(client_api, monkeypatch):
-    ids = [new_object(client_api) for _ in range(60)]
-    streak(client_api, ids, 5)
-    monkeypatch.setattr(sweep_mod, "MIN_PROGRESS_CHUNK", 1)
-    rec = Recorder()
-    result = tasks.RUNNERS["ignored_sweep"]({}, rec)
-    assert result["examined"] == 60
-    rec.assert_fine(strict=True)
-    assert len(rec.reports) == 1 + 60  # chunks of one object: 1/60 < 2 %
-
-
-def test_a_small_sweep_keeps_chunks_of_a_useful_size(client_api):
-    ids = [new_object(client_api) for _ in range(30)]
-    streak(client_api, ids, 5)
-    rec = Recorder()
-    assert tasks.RUNNERS["ignored_sweep"]({}, rec)["examined"] == 30
-    assert rec.fractions() == [0.0, pytest.approx(20 / 30), 1.0]  # MIN_PROGRESS_CHUNK = 20
-    rec.assert_fine(strict=False)
+    assert rec.fractions() == [0.0, *(pytest.approx(k / 10) for k in range(1, 11))]
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ REDIS_URL is set. Everything else calls the task functions in this process.
 
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 import time
@@ -22,9 +21,15 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from feedback import enqueue, rebuild, simulations, taskruns, tasks
+from feedback import enqueue, fanout, rebuild, simulations, taskruns, tasks
 from feedback import sweep as sweep_mod
-from feedback.models import FeedbackAggregate, FeedbackSession, MetricSnapshot, TaskRun
+from feedback.models import (
+    FeedbackAggregate,
+    FeedbackSession,
+    MetricSnapshot,
+    TaskChunk,
+    TaskRun,
+)
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
@@ -170,7 +175,10 @@ class TestThroughARealWorker:
             start(admin_api, "rebuild_aggregates", {"namespace": "support"}).json()["id"],
         )
         assert body["state"] == "succeeded", body["error"]
-        assert body["result"] == {"objects": 2, "changed": 1, "namespace": "support"}
+        result = body["result"]
+        assert result == {"objects": 2, "changed": 1, "namespace": "support", "chunks": 1,
+                          "workers": result["workers"]}  # fmt: skip
+        assert len(result["workers"]) == 1 and result["workers"][0].startswith(celery_worker.queue)
         assert same_aggregates(aggregate_values(), before)
 
     def test_ignored_sweep_penalizes_a_repeatedly_ignored_object(
@@ -367,7 +375,7 @@ class TestReadingTasks:
         run_id = start(operator_api, "verify_replay").json()["id"]
         body = operator_api.get(f"/api/v1/tasks/{run_id}").json()
         assert body["id"] == run_id and body["kind"] == "verify_replay"
-        assert body["state"] == "queued" and body["params"] == {}
+        assert body["state"] == "queued" and body["params"] == {"chunk_size": 1000}
         assert operator_api.get(f"/api/v1/tasks/{uuid.uuid4()}").status_code == 404
         resp = operator_api.get("/api/v1/tasks/not-a-uuid")
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
@@ -680,12 +688,6 @@ class TestVerification:
         assert chain_run.result["mismatches"][0]["target_id"] == str(op.target_id)
         assert replay_run.result["ok"] is True and replay_run.result["checked"] == 2
 
-    def test_session_heads_pages_through_every_session(self, client_api):
-        build_log(client_api, objects=1, sessions=5)
-        assert list(tasks.session_heads(page=2)) == list(
-            FeedbackSession.objects.order_by("pk").values_list("pk", "head_hash")
-        )
-
 
 # --- beat tasks and the after-session sweep ------------------------------------------------------
 
@@ -806,16 +808,30 @@ def test_beat_intervals_come_from_the_environment():
 # --- (c) killed midway, then rerun: the same end state as one clean run -------------------------
 
 
-def go_stale(run: TaskRun) -> None:
-    """What time does to the run of a dead worker: its last heartbeat grows old."""
+def go_stale(row) -> None:
+    """What time does to the run or chunk of a dead worker: its last heartbeat grows old."""
     old = timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT + 1)
-    TaskRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    type(row).objects.filter(pk=row.pk).update(heartbeat_at=old)
 
 
 class WorkerKilled(BaseException):
     """Stands in for the worker process dying: not an Exception, so nothing in the task catches
-    it, the run's row is left as a dead worker leaves it (running), and the message would be
-    redelivered (``reject_on_worker_lost``)."""
+    it, the chunk's transaction rolls back and its row is left as a dead worker leaves it
+    (running), and the message would be redelivered (``reject_on_worker_lost``)."""
+
+
+def die_on_call(monkeypatch, module, name, call: int) -> None:
+    """``module.name`` raises WorkerKilled on its ``call``-th call."""
+    real = getattr(module, name)
+    calls = []
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise WorkerKilled()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
 
 
 @pytest.mark.django_db
@@ -823,58 +839,54 @@ def test_a_rebuild_killed_midway_and_rerun_equals_one_clean_run(client_api, admi
     ids = build_log(client_api, objects=4, sessions=4)
     clean = aggregate_values()
     FeedbackAggregate.objects.filter(object_id__in=ids[:2]).update(total_injections=77, uses=9)
-    monkeypatch.setattr(rebuild, "CHUNK", 3)  # progress is reported every 3 operations
-    run = queued(admin_api.row, "rebuild_aggregates")
-
-    def die(self, value):
-        raise WorkerKilled()
-
+    run = queued(admin_api.row, "rebuild_aggregates", {"chunk_size": 1})
     with monkeypatch.context() as m:
-        m.setattr(tasks.ProgressWriter, "write", die)
+        die_on_call(m, rebuild, "rebuild_range", 2)  # in the second of four chunks
         with pytest.raises(WorkerKilled):
             tasks.run_task.run(str(run.pk))
     crashed = TaskRun.objects.get(pk=run.pk)
     assert (crashed.state, crashed.attempts, crashed.finished_at) == ("running", 1, None)
-    assert FeedbackAggregate.objects.get(object_id=ids[0]).total_injections == 77
+    chunks = list(TaskChunk.objects.filter(run=run).order_by("index"))
+    assert [c.state for c in chunks] == ["succeeded", "running", "queued", "queued"]
+    assert crashed.progress == 0.25  # one chunk of four
 
-    # its heartbeat is fresh: a duplicate message now does not run it a second time
-    assert tasks.run_task.run(str(run.pk)) is None
-    # the dead worker beats no more; the redelivered (or re-queued) message claims it again
-    go_stale(run)
+    # the killed chunk's heartbeat is fresh: a rerun now runs the others, not it
+    assert tasks.run_task.run(str(run.pk)) == TaskRun.RUNNING
+    # the dead worker beats no more; the redelivered (or re-queued) chunk is claimed again
+    go_stale(chunks[1])
     assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
     done = TaskRun.objects.get(pk=run.pk)
-    assert (done.state, done.attempts, done.progress) == ("succeeded", 2, 1.0)
-    assert done.result == {"objects": 4, "changed": 2, "namespace": None}
+    assert (done.state, done.attempts, done.progress) == ("succeeded", 1, 1.0)
+    assert TaskChunk.objects.get(pk=chunks[1].pk).attempts == 2
+    assert done.result == {
+        "objects": 4, "changed": 2, "namespace": None, "chunks": 4,
+        "workers": [fanout.LOCAL_HOSTNAME],
+    }  # fmt: skip
     assert same_aggregates(aggregate_values(), clean)
     # and a clean rebuild now has nothing left to change
     assert rebuild.rebuild_aggregates() == {"objects": 4, "changed": 0}
 
 
 @pytest.mark.django_db
-def test_a_sweep_killed_between_chunks_and_rerun_equals_one_clean_run(
+def test_a_sweep_killed_mid_chunk_and_rerun_equals_one_clean_run(
     client_api, admin_api, monkeypatch
 ):
     ids = make_objects(client_api, 4)
     for hour in range(1, 6):
         post(client_api, session(f"k-{hour}", [(oid, 10) for oid in ids], hours=hour))
-    monkeypatch.setattr(sweep_mod, "sweep", functools.partial(sweep_mod.sweep, chunk_size=2))
-    run = queued(admin_api.row, "ignored_sweep")
-    writes = []
-
-    def die_after_first_chunk(self, value):
-        writes.append(value)
-        raise WorkerKilled()
-
+    run = queued(admin_api.row, "ignored_sweep", {"chunk_size": 2})
     with monkeypatch.context() as m:
-        m.setattr(tasks.ProgressWriter, "write", die_after_first_chunk)
+        die_on_call(m, sweep_mod, "_run_chunk", 2)  # the second chunk dies before committing
         with pytest.raises(WorkerKilled):
             tasks.run_task.run(str(run.pk))
-    assert writes == [0.5]  # the first chunk committed, then the worker died
-    assert Operation.objects.filter(op_type="IGNORED_CHECK").count() == 2
-    go_stale(run)
+    assert Operation.objects.filter(op_type="IGNORED_CHECK").count() == 2  # the first chunk's
+    chunk = TaskChunk.objects.get(run=run, index=1)
+    assert chunk.state == "running" and chunk.result is None
+    go_stale(chunk)
     assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
     run.refresh_from_db()
-    assert run.result["examined"] == 2  # the rerun finished the other chunk only
+    # each chunk's result counts once: the killed attempt's writes rolled back with it
+    assert (run.result["examined"], run.result["penalized"], run.result["chunks"]) == (4, 4, 2)
     for oid in ids:  # every object checked and penalized exactly once
         ops = list(Operation.objects.filter(target_id=oid).values_list("op_type", flat=True))
         assert ops.count("IGNORED_CHECK") == 1 and ops.count("PENALTY") == 1

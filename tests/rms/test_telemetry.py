@@ -141,10 +141,11 @@ def test_task_runs_by_kind_and_state_are_read_at_scrape_time(operator_api, monke
 
 
 @pytest.mark.django_db
-def test_sweep_and_rebuild_durations_are_observed(operator_api, namespace):
+def test_sweep_and_rebuild_durations_are_observed(operator_api, admin_api, namespace):
     before = scrape(operator_api)
-    tasks._ignored_sweep({}, lambda fraction: None)
-    tasks._rebuild_aggregates({}, lambda fraction: None)
+    for kind in ("ignored_sweep", "rebuild_aggregates"):  # fanned out: observed when finalised
+        run = taskruns.task_start(client=admin_api.row, kind=kind, params={})
+        assert tasks.run_task.run(str(run.pk)) == "succeeded"
     after = scrape(operator_api)
     for name in ("rms_sweep_duration_seconds_count", "rms_rebuild_duration_seconds_count"):
         assert value(after, name) - value(before, name) == 1
