@@ -287,9 +287,7 @@ def sweep_child(now: datetime) -> dict:
         "SELECT count(*) FROM rms_operation WHERE op_type = 'IGNORED_CHECK'", db=DB
     )[0][0]
     with common.CpuMeter(None, DB) as cpu:
-        # one thread: the CPU of its one PostgreSQL backend is then all on a connection the
-        # meter sees from start to end (a thread's own connection closes before it reads it)
-        result = sweep.sweep(now=now, workers=1)
+        result = sweep.sweep(now=now)
     checks = (
         common.sql("SELECT count(*) FROM rms_operation WHERE op_type = 'IGNORED_CHECK'", db=DB)[0][
             0
