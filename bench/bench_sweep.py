@@ -4,7 +4,7 @@ Builds, in a scratch PostgreSQL database (``rms_bench_sweep``, dropped and recre
 memory objects whose unused streak is at or above the namespace threshold (N = 5; a tenth have a
 streak of 7), with everything the sweep reads: the objects with their OBJECT_CREATED operation,
 their aggregates, and the feedback sessions and injection rows of their streaks (``--per-session``
-objects per session, mostly of one topic). Rows go in with ``rms.bulk.insert`` (COPY), not
+objects per session, mostly of one topic). Rows go in with ``rms.store``'s insert (COPY), not
 through the API. Session contexts are a mix: the objects' topic tag (relevant), another topic's
 tag (irrelevant), a sentence sharing words with one object's content, or nothing (unknown); a
 few objects are PERMANENT, pinned or DEPRECATED (exempt).
@@ -74,7 +74,7 @@ def build(n_objects: int, per_session: int, seed: int) -> dict:
     from django.contrib.auth import get_user_model
 
     from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent
-    from rms import bulk, oplog, policy
+    from rms import oplog, policy, store
     from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation, new_row
 
     rng = random.Random(seed)
@@ -227,12 +227,13 @@ def build(n_objects: int, per_session: int, seed: int) -> dict:
     from django.db import connection, transaction
 
     t = time.perf_counter()
+    db = store.get()
     with transaction.atomic():
-        bulk.insert(MemoryObject, objects)
-        bulk.insert(Operation, ops)
-        bulk.insert(FeedbackSession, sessions)
-        bulk.insert(InjectionEvent, injections)
-        bulk.insert(FeedbackAggregate, aggs)
+        db.insert(MemoryObject, objects)
+        db.insert(Operation, ops)
+        db.insert(FeedbackSession, sessions)
+        db.insert(InjectionEvent, injections)
+        db.insert(FeedbackAggregate, aggs)
     inserted = time.perf_counter() - t
     with connection.cursor() as cur:
         for table in ("rms_memoryobject", "rms_operation", "feedback_feedbacksession",
@@ -270,15 +271,17 @@ class Phases:
 
     def __enter__(self) -> Phases:
         from feedback import services, sweep
+        from rms import store
 
+        db = type(store.get())
         steps = [
-            (sweep, "lock_objects", "lock objects (rms.locks)"),
+            (db, "lock_objects", "lock objects (rms.store)"),
             (services.AggregateStore, "__init__", "load aggregates (AggregateStore)"),
             (sweep, "_streak_sessions", "streak sessions query"),
             (sweep._Contexts, "load", "session contexts query"),
             (sweep, "_check_object", "decide + build operations (Python)"),
-            (sweep.bulk, "insert", "insert operations + signal records (COPY)"),
-            (services.AggregateStore, "flush", "write aggregates (bulk.update)"),
+            (db, "insert", "insert operations + signal records (COPY)"),
+            (services.AggregateStore, "flush", "write aggregates (store update)"),
         ]
         for owner, name, label in steps:
             self._wrap(owner, name, label)
@@ -289,7 +292,7 @@ class Phases:
             setattr(owner, name, original)
 
     def table(self, total: float, n: int) -> None:
-        # bulk.update also writes the aggregates, which are counted on their own line.
+        # the store's update also writes the aggregates, which are counted on their own line.
         rows = [
             [label, f"{secs:.2f}", f"{100 * secs / total:.0f}%", f"{1e6 * secs / n:.0f}"]
             for label, secs in self.seconds.most_common()

@@ -71,7 +71,9 @@ def instrument() -> list[str]:
     from rms.api import auth, throttling
 
     try:
-        from rms import bulk
+        from rms import store
+
+        bulk = type(store.get())
     except ImportError:  # older tree: Django's bulk_create / bulk_update only
         bulk = None
     missing: list[str] = []
@@ -91,8 +93,8 @@ def instrument() -> list[str]:
     w(QuerySet, "bulk_create", lambda qs, *a: f"QuerySet.bulk_create {qs.model.__name__}")
     w(QuerySet, "bulk_update", lambda qs, *a: f"QuerySet.bulk_update {qs.model.__name__}")
     if bulk is not None:
-        w(bulk, "insert", lambda model, *a: f"rms.bulk.insert {model.__name__}")
-        w(bulk, "update", lambda model, *a: f"rms.bulk.update {model.__name__}")
+        w(bulk, "insert", lambda db, model, *a: f"rms.store insert {model.__name__}")
+        w(bulk, "update", lambda db, model, *a: f"rms.store update {model.__name__}")
     w(fs, "signal_answer", "render answer (objects_out + SELECT aggregate)")
     w(BaseDatabaseWrapper, "commit", "COMMIT")
     return missing

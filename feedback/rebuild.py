@@ -24,7 +24,7 @@ from django.db import transaction
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
-from rms.locks import lock_objects
+from rms import store
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
@@ -114,7 +114,7 @@ def rebuild_objects(object_ids, namespace=None) -> dict:
     transaction, under their row locks (module docstring); ``{"objects", "changed"}``, where
     ``objects`` counts the objects with aggregate-moving operations. Idempotent."""
     with transaction.atomic():
-        locked = lock_objects(object_ids)
+        locked = store.get().lock_objects(object_ids)
         ns_of = {
             pk: obj.namespace_id
             for pk, obj in locked.items()

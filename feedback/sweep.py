@@ -22,23 +22,21 @@ task that calls :func:`sweep` may simply run it again.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from feedback import aggregates, enqueue, relevance
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import AggregateStore, signal_record_row
-from rms import bulk, fetch, gcpause, oplog, policy
+from rms import gcpause, oplog, policy
 from rms import services as core
-from rms.locks import lock_objects
 from rms.models import MemoryObject, Namespace, Operation
+from rms.store import get as storage
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +206,8 @@ class _Writes:
 
 def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _Contexts) -> None:
     """Lock, re-read, re-check, decide and write one chunk; the caller holds the transaction."""
-    objects = lock_objects(ids)
+    db = storage()
+    objects = db.lock_objects(ids)
     store = AggregateStore(list(objects.values()))
     at = now if now is not None else timezone.now()  # taken under the locks (SPEC §6)
     todo: list[tuple[MemoryObject, aggregates.Aggregate]] = []
@@ -229,10 +228,10 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
         summary.count(obj.namespace.name, decision)
     # Operations go in list order, so seq follows each chain: IGNORED_CHECK, FEEDBACK_EVENT,
     # PENALTY.
-    with bulk.batched():
-        bulk.insert(Operation, writes.ops)
-        bulk.insert(SignalRecord, writes.signals)
-        bulk.update(MemoryObject, writes.objects, OBJECT_FIELDS)
+    with db.batched():
+        db.insert(Operation, writes.ops)
+        db.insert(SignalRecord, writes.signals)
+        db.update(MemoryObject, writes.objects, OBJECT_FIELDS)
         store.flush()
 
 
@@ -316,53 +315,12 @@ def _streak_sessions(streaks: dict) -> dict[object, list]:
     first}. Text, not UUID objects: they key caches and go into payloads as text, and a str
     hashes once where a UUID computes its hash in Python every time.
 
-    One query for the whole chunk. Newest first is ``ts`` then ``id`` descending: ``id`` follows
-    insertion and so ``seq`` order within one time. On PostgreSQL a LATERAL join reads exactly
-    each object's streak through the (object, ts) index, however long its injection history;
-    elsewhere ROW_NUMBER() numbers each object's injections and the first ``max(streak)`` are
-    kept.
+    One query for the whole chunk (``rms.store``'s ``newest_per_key``). Newest first is ``ts``
+    then ``id`` descending: ``id`` follows insertion and so ``seq`` order within one time.
     """
-    if not streaks:
-        return {}
-    out: dict[object, list] = defaultdict(list)
-    if connection.vendor == "postgresql":
-        table = connection.ops.quote_name(InjectionEvent._meta.db_table)
-        ids = list(streaks)
-        found = fetch.rows(  # binary arrays: see rms.locks.lock_select
-            f"""
-            SELECT c.object_id, i.session_id::text
-            FROM unnest(%b::uuid[], %b::int[]) AS c(object_id, streak)
-            CROSS JOIN LATERAL (
-                SELECT session_id, ts, id FROM {table}
-                WHERE object_id = c.object_id
-                ORDER BY ts DESC, id DESC
-                LIMIT c.streak
-            ) i
-            ORDER BY c.object_id, i.ts DESC, i.id DESC
-            """,
-            [ids, [streaks[i] for i in ids]],
-        )
-        for object_id, session_id in found:
-            out[object_id].append(session_id)
-        return out
-    rows = (
-        InjectionEvent.objects.filter(object_id__in=list(streaks))
-        .annotate(
-            rn=Window(
-                RowNumber(),
-                partition_by=[F("object_id")],
-                order_by=[F("ts").desc(), F("id").desc()],
-            )
-        )
-        .filter(rn__lte=max(streaks.values()))
-        .order_by("object_id", "rn")
-        .values_list("object_id", "session_id")
+    return storage().newest_per_key(
+        InjectionEvent, "object_id", streaks, "session_id", ("ts", "id")
     )
-    for object_id, session_id in rows:
-        sessions = out[object_id]
-        if len(sessions) < streaks[object_id]:
-            sessions.append(str(session_id))
-    return out
 
 
 class _Contexts:

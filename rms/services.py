@@ -1,7 +1,7 @@
 """Core write services (STYLE §2): each is one transaction that changes objects and appends the
 operations that record the change (SPEC §6).
 
-Locks: every write locks the objects it touches once, in primary-key order (``rms.locks``), and
+Locks: every write locks the objects it touches once, in primary-key order (``rms.store``), and
 holds no lock across network calls. Retries: none of these functions retries on its own; each
 either commits entirely or raises and writes nothing.
 """

@@ -83,6 +83,15 @@ class Store(ABC):
         """Whether writes are being sent without waiting (so sending early pays)."""
         return False
 
+    @abstractmethod
+    def newest_per_key(
+        self, model, key: str, limits: Mapping[Any, int], value: str, order: tuple[str, str]
+    ) -> dict[Any, list[str]]:
+        """{key value: the ``value`` column (as text) of its newest ``limits[key]`` rows}, newest
+        first by ``order`` (two column attnames, both descending: a time and a tie-breaker);
+        keys (UUIDs) without rows are absent. One query however long each key's history: on an index
+        on ``(key, *order)`` it reads exactly the rows returned."""
+
     def lock_objects(self, ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
         """Lock the memory objects with these ids (primary-key order) and return them by id,
         each with its namespace attached (the ``namespaces`` given, the others read in one

@@ -380,3 +380,25 @@ class PostgresStore(Store):
 
     def pipelining(self) -> bool:
         return getattr(_state, "pipe", None) is not None
+
+    def newest_per_key(self, model, key, limits, value, order):
+        out: dict = {}
+        if not limits:
+            return out
+        meta = model._meta
+        col = {name: _q(meta.get_field(name).column) for name in (key, value, *order)}
+        first, second = (col[name] for name in order)
+        keys = list(limits)
+        # A LATERAL join reads each key's newest rows through the (key, order) index; the key
+        # and limit arrays go in binary (pgfetch).
+        found = pgfetch.rows(
+            f"SELECT c.k, i.v FROM unnest(%b::uuid[], %b::int[]) AS c(k, n) "
+            f"CROSS JOIN LATERAL (SELECT {col[value]}::text AS v, {first} AS o1, {second} AS o2 "
+            f"FROM {_q(meta.db_table)} WHERE {col[key]} = c.k "
+            f"ORDER BY {first} DESC, {second} DESC LIMIT c.n) i "
+            f"ORDER BY c.k, i.o1 DESC, i.o2 DESC",
+            [keys, [limits[k] for k in keys]],
+        )
+        for k, v in found:
+            out.setdefault(k, []).append(v)
+        return out

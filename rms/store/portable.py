@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from rms.store.base import MEMBERSHIP, Select, Store, insert_fields
 
@@ -108,3 +110,26 @@ class PortableStore(Store):
             [f.get_db_prep_save(v, real) for f, v in zip(fields, row, strict=True)] for row in rows
         ]
         _update(model, fields[1:], prepared)
+
+    def newest_per_key(self, model, key, limits, value, order):
+        out: dict = {}
+        if not limits:
+            return out
+        rows = (
+            model.objects.filter(**{f"{key}__in": list(limits)})
+            .annotate(
+                _rn=Window(
+                    RowNumber(),
+                    partition_by=[F(key)],
+                    order_by=[F(order[0]).desc(), F(order[1]).desc()],
+                )
+            )
+            .filter(_rn__lte=max(limits.values()))
+            .order_by(key, "_rn")
+            .values_list(key, value)
+        )
+        for k, v in rows:
+            found = out.setdefault(k, [])
+            if len(found) < limits[k]:
+                found.append(str(v))
+        return out

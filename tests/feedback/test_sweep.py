@@ -396,20 +396,28 @@ def test_a_change_between_the_candidate_read_and_the_lock_is_respected(client_ap
     the lock, that object is not examined."""
     a, b = new_object(client_api), new_object(client_api)
     streak(client_api, [a, b], 5)
-    real_lock = sweep_mod.lock_objects
+    from rms import store
 
-    def lock_after_a_concurrent_signal(ids, **kwargs):
+    store_class = type(store.get())
+    real_lock = store_class.lock_objects
+
+    done = []
+
+    def lock_after_a_concurrent_signal(self, ids, **kwargs):
         from feedback import services as feedback_services
 
+        if done:  # the signal's own lock, and any later one
+            return real_lock(self, ids, **kwargs)
+        done.append(True)
         feedback_services.signal_record(
             client=client_api.row,
             object_id=a,
             data={"signal_type": "REFERENCED", "session_id": "late", "ts": NOW},
             body_hash="-",
         )
-        return real_lock(ids, **kwargs)
+        return real_lock(self, ids, **kwargs)
 
-    with mock.patch.object(sweep_mod, "lock_objects", lock_after_a_concurrent_signal):
+    with mock.patch.object(store_class, "lock_objects", lock_after_a_concurrent_signal):
         assert sweep(now=NOW) == summary(examined=1, penalized=1, skipped_domain_checks=1)
     assert ignored_checks(a) == [] and len(ignored_checks(b)) == 1
 

@@ -164,6 +164,30 @@ def test_a_locking_select_holds_the_rows_until_the_transaction_ends(impl, requir
 
 
 @pytest.mark.django_db
+def test_newest_per_key_reads_each_key_s_newest_rows_newest_first(impl):
+    """Per key, the newest n values as text, by (ts, tie-breaker) descending; ties on ts go to
+    the tie-breaker; keys without rows are absent; an empty request reads nothing."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    a, b, none = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    rows = []
+    for target, times in ((a, [0, 1, 1, 2, 5]), (b, [3, 3, 4])):
+        for i, minutes in enumerate(times):
+            rows.append(
+                Operation(
+                    id=uuid.uuid4(), ts=t0 + timedelta(minutes=minutes), op_type=f"T{minutes}-{i}",
+                    target_type="memory_object", target_id=target, namespace="bulk",
+                    actor_id="x", actor_type="SYSTEM_PROCESS", payload={}, prev_hash="0" * 64,
+                    hash="0" * 64,
+                )
+            )  # fmt: skip
+    Operation.objects.bulk_create(rows)  # seq follows list order: the tie-breaker
+    found = impl.newest_per_key(Operation, "target_id", {a: 3, b: 5, none: 2}, "op_type",
+                                ("ts", "seq"))  # fmt: skip
+    assert found == {a: ["T5-4", "T2-3", "T1-2"], b: ["T4-2", "T3-1", "T3-0"]}
+    assert impl.newest_per_key(Operation, "target_id", {}, "op_type", ("ts", "seq")) == {}
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("n", [1, SMALL, SMALL + 1, 300])
 def test_insert_and_update_read_back_exactly(impl, n):
     objs = objects(n)
