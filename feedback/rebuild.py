@@ -16,11 +16,14 @@ worker fans a rebuild out as key-range chunks (``feedback.fanout``), one transac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from operator import itemgetter
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models.fields.json import KT
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
@@ -81,32 +84,35 @@ def _fold(rows, object_ids: set | None, progress: Callable[[int], None] | None =
     return result
 
 
-def _object_log(object_ids: list) -> list:
+def _object_log(object_ids: list) -> Iterator[tuple]:
     """(seq, op_type, target_id, ts, payload) of every operation that moves these objects'
-    aggregates, in ``seq`` order: their own chains' and their sessions' FEEDBACK_SESSION."""
+    aggregates, in ``seq`` order: their own chains' and their sessions' FEEDBACK_SESSION.
+
+    Streamed, so memory does not grow with the objects' histories: a first pass reads only the
+    session ids of their injections, then the two ``seq``-ordered streams (own operations,
+    session ends) are merged."""
     fields = ("seq", "op_type", "target_id", "ts", "payload")
-    own = list(
-        Operation.objects.filter(target_id__in=object_ids, op_type__in=OBJECT_OP_TYPES)
-        .values_list(*fields)
-        .iterator(chunk_size=CHUNK)
-    )
+    own = Operation.objects.filter(target_id__in=object_ids, op_type__in=OBJECT_OP_TYPES)
     sessions = set()
     every_session = False
-    for _, op_type, _, _, payload in own:
-        if op_type == "INJECTION_EVENT":
-            session = payload.get("feedback_session_id")
-            if session is None:  # a payload written before the field existed: read them all
-                every_session = True
-            else:
-                sessions.add(session)
+    injected = (
+        own.filter(op_type="INJECTION_EVENT")
+        .values_list(KT("payload__feedback_session_id"), flat=True)
+        .iterator(chunk_size=CHUNK)
+    )
+    for session in injected:
+        if session is None:  # a payload written before the field existed: read them all
+            every_session = True
+            break
+        sessions.add(session)
+    rows = own.order_by("seq").values_list(*fields).iterator(chunk_size=CHUNK)
+    if not (sessions or every_session):
+        return rows
     ends = Operation.objects.filter(op_type="FEEDBACK_SESSION")
     if not every_session:
         ends = ends.filter(target_id__in=sorted(sessions))
-    rows = own
-    if sessions or every_session:
-        rows = own + list(ends.values_list(*fields).iterator(chunk_size=CHUNK))
-    rows.sort(key=lambda row: row[0])
-    return rows
+    ends_rows = ends.order_by("seq").values_list(*fields).iterator(chunk_size=CHUNK)
+    return heapq.merge(rows, ends_rows, key=itemgetter(0))
 
 
 def rebuild_objects(object_ids, namespace=None) -> dict:
