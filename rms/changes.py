@@ -302,6 +302,19 @@ def horizon() -> int | None:
     return min([next_xid, *(widen_xid(xid, next_xid) for xid in running)])
 
 
+def _bound() -> int:
+    """What a page may release: the horizon on PostgreSQL; on SQLite one past the last committed
+    ``seq``, read before the page. Writers there are serialised (IMMEDIATE transactions), so a
+    row committed after this read has a higher ``seq``: bounding both the page and the head by
+    it keeps a write that commits between them for the next read instead of skipping it."""
+    below = horizon()
+    if below is not None:
+        return below
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {_op_table()}")
+        return int(cursor.fetchone()[0])
+
+
 def widen_xid(xid32: int, near: int) -> int:
     """A 32-bit transaction id as the 64-bit id it has, given a 64-bit id ``near`` it (within
     2³¹: ids in use span far less). A running id may be just above ``near`` (taken after the
@@ -334,7 +347,7 @@ def _rows(
     limit: int,
     namespaces: Sequence[str] | None,
     op_types: Sequence[str],
-    below: int | None,
+    below: int,
     text: bool = False,
 ) -> list[tuple]:
     """Change operations after ``after`` in feed order: one range read on a partial index.
@@ -355,8 +368,8 @@ def _rows(
         if text:
             columns = f"seq, txid::text::bigint AS position_txid, {_SQL_TYPE}, {_SQL_EVENT}"
     else:
-        where.append("seq > %s")
-        params.append(after.seq)
+        where.append("seq > %s AND seq < %s")
+        params.extend([after.seq, below])
         order = "seq"
         columns = _COLUMNS.format(txid="0")
     if set(op_types) != set(CHANGE_OPS):
@@ -371,7 +384,7 @@ def _rows(
         return cursor.fetchall()
 
 
-def _head(after: Position, below: int | None) -> Position:
+def _head(after: Position, below: int) -> Position:
     """The last released change position (any namespace, any type): where a consumer whose
     filter matched nothing may resume, so its next read does not rescan what it skipped."""
     table = _op_table()
@@ -383,8 +396,11 @@ def _head(after: Position, below: int | None) -> Position:
         )
         params = [str(below)]
     else:
-        sql = f"SELECT 0, seq FROM {table} WHERE {_CHANGE_PREDICATE} ORDER BY seq DESC LIMIT 1"
-        params = []
+        sql = (
+            f"SELECT 0, seq FROM {table} WHERE {_CHANGE_PREDICATE} AND seq < %s "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        params = [below]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -443,7 +459,7 @@ def read(
     """
     if namespaces is not None and not namespaces:
         return Page([], after, False)
-    below = horizon()
+    below = _bound()
     op_types = sorted({TYPE_OPS[t] for t in types}) if types else list(CHANGE_OPS)
     in_sql = as_json and connection.vendor == "postgresql"
     rows = _rows(
@@ -476,7 +492,7 @@ def read(
 def head() -> Position:
     """The last released position of the whole log: a consumer starting here receives exactly
     the events released after now (a new webhook endpoint, a re-enabled one)."""
-    return _head(START, horizon())
+    return _head(START, _bound())
 
 
 def target_events(target_id, *, limit: int = 200, newest_first: bool = False) -> list[dict]:

@@ -224,6 +224,26 @@ def test_long_poll_returns_when_an_event_commits(client_api):
     assert 0.3 < waited < 5
 
 
+def test_a_write_committed_between_the_page_and_the_head_is_not_skipped(client_api, monkeypatch):
+    """The page is read, then the head (where a consumer resumes); a write that commits between
+    the two belongs to the next page, not behind the cursor (a race CI once hit on SQLite)."""
+    _, cursor = follow(client_api)
+    real_head = changes._head
+    created: list[str] = []
+
+    def head_after_a_commit(after, below):
+        if not created:
+            created.extend(make_objects(client_api, 1))
+        return real_head(after, below)
+
+    monkeypatch.setattr(changes, "_head", head_after_a_commit)
+    first = feed(client_api, after=cursor)
+    monkeypatch.setattr(changes, "_head", real_head)
+    assert first["results"] == [] and created
+    second = feed(client_api, after=first["next_cursor"])
+    assert [e["target_id"] for e in second["results"]] == created
+
+
 def test_long_poll_times_out_empty(client_api):
     _, cursor = follow(client_api)
     started = time.monotonic()
