@@ -223,7 +223,7 @@ def measure_http(api, op_api, rng, ids, clock: Clock, args) -> dict:
 
 def feed_cursors(rng, n: int) -> list[str]:
     """Cursors of change rows at random places of the log (the feed's own encoding)."""
-    from rms import changes
+    from rms import events
 
     top = common.sql("SELECT max(seq) FROM rms_operation", db=DB)[0][0]
     picks = sorted(rng.randint(1, top) for _ in range(n))
@@ -234,7 +234,7 @@ def feed_cursors(rng, n: int) -> list[str]:
         (picks,),
         db=DB,
     )
-    return [changes.encode_cursor(changes.Position(int(t), int(s))) for _, t, s in rows]
+    return [events.encode_cursor(events.Position(int(t), int(s))) for _, t, s in rows]
 
 
 # --- measurements in a child process (the simulated clock) --------------------------------------

@@ -29,7 +29,7 @@ from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import metrics
 from feedback.models import FeedbackSession, TaskRun
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
-from rms import changes, policy, services
+from rms import events, policy, services
 from rms.errors import DomainError, NotFound
 
 PER_PAGE = 50
@@ -745,7 +745,7 @@ def _webhooks_context(request) -> dict:
     state = request.GET.get("state")
     state = state if state in WebhookDelivery.STATES else ""
     event_type = request.GET.get("event_type")
-    event_type = event_type if event_type in changes.EVENT_TYPES else ""
+    event_type = event_type if event_type in events.EVENT_TYPES else ""
     qs = delivery_selectors.deliveries(
         endpoint=chosen, state=state or None, event_type=event_type or None
     )
@@ -755,8 +755,8 @@ def _webhooks_context(request) -> dict:
         "state": state,
         "event_type": event_type,
         "states": WebhookDelivery.STATES,
-        "event_types": changes.EVENT_TYPES,
-        "feed_types": changes.FEED_TYPES,
+        "event_types": events.EVENT_TYPES,
+        "feed_types": events.FEED_TYPES,
         "namespaces": list(request.access.namespaces()),
         "page": _page(request, qs),
         # Where the page's forms come back to: this page (an answer to a POST is the page too).

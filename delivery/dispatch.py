@@ -45,7 +45,7 @@ from standardwebhooks.webhooks import Webhook
 
 from delivery import policy, safety, sender
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import changes, store, telemetry
+from rms import changes, events, store, telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def body_of(event: dict) -> str:
 
 
 def endpoint_types(endpoint: WebhookEndpoint) -> frozenset[str] | None:
-    types = frozenset(endpoint.event_types) & frozenset(changes.FEED_TYPES)
+    types = frozenset(endpoint.event_types) & frozenset(events.FEED_TYPES)
     return types or None
 
 
@@ -124,7 +124,7 @@ def pump(endpoint_ids=None) -> int:
 
 
 def _pump_page(endpoint: WebhookEndpoint) -> tuple[int, bool]:
-    after = changes.Position(endpoint.cursor_txid, endpoint.cursor_seq)
+    after = events.Position(endpoint.cursor_txid, endpoint.cursor_seq)
     page = changes.read(
         after,
         limit=PUMP_PAGE,

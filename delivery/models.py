@@ -1,7 +1,7 @@
 """Webhook endpoints and their delivery log (API.md "The closed loop").
 
 An endpoint follows the change feed with its own cursor (``cursor_txid``, ``cursor_seq``: a
-``rms.changes.Position``); the dispatcher turns each matching event into one WebhookDelivery
+``rms.events.Position``); the dispatcher turns each matching event into one WebhookDelivery
 (unique per endpoint and event, so a replayed page creates nothing twice) and attempts it until
 it succeeds or its retry window closes.
 """

@@ -18,7 +18,7 @@ from django.utils import timezone
 from delivery import safety
 from delivery.dispatch import disable
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import changes
+from rms import changes, events
 from rms.errors import DomainError, NotFound
 from rms.models import Namespace
 
@@ -58,8 +58,8 @@ def check_event_types(types: Any) -> list[str]:
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
         raise _fields_error("event_types", "Must be a list of event types.")
     try:
-        parsed = changes.parse_types(types)
-    except changes.FeedError as exc:
+        parsed = events.parse_types(types)
+    except events.FeedError as exc:
         raise _fields_error("event_types", exc.message) from exc
     return sorted(parsed or ())
 
@@ -176,7 +176,7 @@ def endpoint_test(*, endpoint_id) -> WebhookDelivery:
     event = {
         "id": str(uuid.uuid4()),
         "cursor": None,
-        "type": changes.WEBHOOK_TEST,
+        "type": events.WEBHOOK_TEST,
         "ts": now.isoformat(),
         "namespace": None,
         "target_type": None,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from delivery.models import WebhookDelivery, WebhookEndpoint
-from rms import changes
+from rms import events
 from rms.api.openapi import NEXT
 
 _TYPES = serializers.ListField(
-    child=serializers.ChoiceField(choices=changes.FEED_TYPES),
+    child=serializers.ChoiceField(choices=events.FEED_TYPES),
     required=False,
     help_text="Event types to receive; empty means all.",
 )
@@ -39,7 +39,7 @@ class WebhookOut(serializers.Serializer):
     url = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
     namespaces = serializers.ListField(child=serializers.CharField())
-    event_types = serializers.ListField(child=serializers.ChoiceField(choices=changes.FEED_TYPES))
+    event_types = serializers.ListField(child=serializers.ChoiceField(choices=events.FEED_TYPES))
     state = serializers.ChoiceField(choices=WebhookEndpoint.STATES)
     disabled_reason = serializers.CharField(allow_null=True)
     consecutive_failures = serializers.IntegerField()
@@ -69,7 +69,7 @@ class DeliveryOut(serializers.Serializer):
     id = serializers.UUIDField()
     endpoint_id = serializers.UUIDField()
     event_id = serializers.CharField()
-    event_type = serializers.ChoiceField(choices=changes.EVENT_TYPES)
+    event_type = serializers.ChoiceField(choices=events.EVENT_TYPES)
     attempts = serializers.IntegerField()
     state = serializers.ChoiceField(choices=WebhookDelivery.STATES)
     response_status = serializers.IntegerField(allow_null=True)

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from delivery import selectors, services
 from delivery.api import openapi
 from delivery.models import WebhookDelivery
-from rms import changes
+from rms import events
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.permissions import ADMIN
@@ -122,7 +122,7 @@ class DeliveryListView(APIView):
         operation_id="webhooks_deliveries",
         parameters=[
             core_openapi.query("state", enum=list(WebhookDelivery.STATES)),
-            core_openapi.query("event_type", enum=list(changes.EVENT_TYPES)),
+            core_openapi.query("event_type", enum=list(events.EVENT_TYPES)),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
         ],
@@ -135,7 +135,7 @@ class DeliveryListView(APIView):
         if state is not None and state not in WebhookDelivery.STATES:
             raise ValidationError({"state": ["Must be pending, succeeded or failed."]})
         event_type = request.query_params.get("event_type") or None
-        if event_type is not None and event_type not in changes.EVENT_TYPES:
+        if event_type is not None and event_type not in events.EVENT_TYPES:
             raise ValidationError({"event_type": ["Unknown event type."]})
         qs = selectors.deliveries(endpoint=endpoint, state=state, event_type=event_type)
         rows, next_url = pagination.created_at_page(request, qs, newest_first=True)

@@ -16,7 +16,7 @@ from rest_framework import serializers as drf
 from rest_framework.exceptions import ValidationError
 from rest_framework.views import APIView
 
-from rms import changes
+from rms import changes, events
 from rms.api import openapi
 from rms.api.permissions import ANY_ROLE
 from rms.api.views import namespace_param
@@ -52,7 +52,7 @@ def feed_scope(request) -> list[str] | None:
 _EVENT_FIELDS = {
     "id": drf.UUIDField(),
     "cursor": drf.CharField(allow_null=True),
-    "type": drf.ChoiceField(choices=changes.EVENT_TYPES),
+    "type": drf.ChoiceField(choices=events.EVENT_TYPES),
     "ts": drf.DateTimeField(),
     "namespace": drf.CharField(allow_null=True),
     "target_type": drf.ChoiceField(
@@ -93,11 +93,11 @@ class ChangesView(APIView):
     )
     def get(self, request):
         try:
-            after = changes.decode_cursor(request.query_params.get("after"))
-            types = changes.parse_types(request.query_params.get("types"))
-        except changes.FeedError as exc:
+            after = events.decode_cursor(request.query_params.get("after"))
+            types = events.parse_types(request.query_params.get("types"))
+        except events.FeedError as exc:
             raise ValidationError({exc.field: [exc.message]}) from exc
-        limit = _number(request, "limit", 1, changes.MAX_LIMIT, changes.DEFAULT_LIMIT, integer=True)
+        limit = _number(request, "limit", 1, events.MAX_LIMIT, events.DEFAULT_LIMIT, integer=True)
         wait = _number(request, "wait", 0, MAX_WAIT, 0.0, integer=False)
         scope = feed_scope(request)
         deadline = time.monotonic() + wait
@@ -111,7 +111,7 @@ class ChangesView(APIView):
         # The events arrive as JSON texts (written by PostgreSQL): spliced, not re-encoded.
         body = (
             '{"results":[' + ",".join(page.events) + '],"next_cursor":'
-            + json.dumps(changes.encode_cursor(position))
+            + json.dumps(events.encode_cursor(position))
             + ',"has_more":' + ("true" if page.has_more else "false") + "}"
         )  # fmt: skip
         return HttpResponse(body.encode(), content_type="application/json")

@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import models
 
+from rms.events import FeedRow, Position
 from rms.models import MemoryObject, Namespace
 
 #: Values of a membership filter (``where={"id": [...]}``); anything else is an equality.
@@ -91,6 +92,36 @@ class Store(ABC):
         first by ``order`` (two column attnames, both descending: a time and a tie-breaker);
         keys (UUIDs) without rows are absent. One query however long each key's history: on an index
         on ``(key, *order)`` it reads exactly the rows returned."""
+
+    # --- the change feed (``rms.changes``) ---
+
+    @abstractmethod
+    def release_bound(self) -> int:
+        """What a feed page may release, read before the page: positions below it can no
+        longer change (PostgreSQL: the transaction horizon; serialised writers: one past the
+        last committed ``seq``)."""
+
+    @abstractmethod
+    def change_rows(
+        self,
+        after: Position,
+        *,
+        below: int,
+        limit: int,
+        op_types: Sequence[str],
+        namespaces: Sequence[str] | None,
+        as_json: bool = False,
+    ) -> list[FeedRow]:
+        """The first ``limit`` change operations after ``after`` in feed order, below
+        ``below``, of these operation types and namespaces (None: all). With ``as_json`` a
+        store may give each event as its JSON text (the same text ``json.dumps`` of
+        ``rms.events.event`` gives)."""
+
+    @abstractmethod
+    def change_head(self, below: int) -> Position | None:
+        """The last released change position (any namespace, any type), None when none is."""
+
+    # --- operations that are the same everywhere ---
 
     def lock_objects(self, ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
         """Lock the memory objects with these ids (primary-key order) and return them by id,

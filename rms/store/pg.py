@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from django.db import connection, models
 
 from rms.replay import iso
-from rms.store import pgarrays, pgfetch
+from rms.store import pgarrays, pgfeed, pgfetch
 from rms.store.base import MEMBERSHIP, Select, Store, insert_fields, json_texts
 
 #: Up to this many rows a write is one statement with array parameters; above, COPY.
@@ -402,3 +402,19 @@ class PostgresStore(Store):
         for k, v in found:
             out.setdefault(k, []).append(v)
         return out
+
+    def release_bound(self) -> int:
+        return pgfeed.horizon()
+
+    def change_rows(self, after, *, below, limit, op_types, namespaces, as_json=False):
+        return pgfeed.rows(
+            after,
+            below=below,
+            limit=limit,
+            op_types=op_types,
+            namespaces=namespaces,
+            as_json=as_json,
+        )
+
+    def change_head(self, below):
+        return pgfeed.head(below)

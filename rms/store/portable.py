@@ -16,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
+from rms.store import feed
 from rms.store.base import MEMBERSHIP, Select, Store, insert_fields
 
 
@@ -133,3 +134,12 @@ class PortableStore(Store):
             if len(found) < limits[k]:
                 found.append(str(v))
         return out
+
+    def release_bound(self) -> int:
+        return feed.release_bound()
+
+    def change_rows(self, after, *, below, limit, op_types, namespaces, as_json=False):
+        return feed.rows(after, below=below, limit=limit, op_types=op_types, namespaces=namespaces)
+
+    def change_head(self, below):
+        return feed.head(below)

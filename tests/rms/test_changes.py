@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rms import changes, services
+from rms import changes, events, services
 from rms.models import Operation
 from tests.factories import make_object
 
@@ -155,7 +155,7 @@ def test_cursor_resumes_without_repeats_and_types_filter(client_api, admin_api):
     # A filter that matches nothing still moves the cursor past what it skipped.
     none = feed(client_api, after=cursor, types="alert.raised")
     assert none["results"] == []
-    assert changes.decode_cursor(none["next_cursor"]) > changes.decode_cursor(cursor)
+    assert events.decode_cursor(none["next_cursor"]) > events.decode_cursor(cursor)
     assert feed(client_api, after=none["next_cursor"])["results"] == []
     transitioned = feed(client_api, after=cursor, types="object.transitioned")
     assert [e["target_id"] for e in transitioned["results"]] == [ids[1]]
@@ -387,15 +387,15 @@ def test_reader_following_eight_writers_sees_every_change_exactly_once(
     stop.set()
     reading.join()
     assert errors == []
-    start_pos = changes.decode_cursor(start)
+    start_pos = events.decode_cursor(start)
     expected = {
         str(op_id)
-        for op_id in Operation.objects.filter(op_type__in=changes.CHANGE_OPS).values_list(
+        for op_id in Operation.objects.filter(op_type__in=events.CHANGE_OPS).values_list(
             "id", flat=True
         )
     }
     before = {
-        e["id"] for e in follow(client_api)[0] if changes.decode_cursor(e["cursor"]) <= start_pos
+        e["id"] for e in follow(client_api)[0] if events.decode_cursor(e["cursor"]) <= start_pos
     }
     ids = [e["id"] for e in seen]
     assert len(ids) == len(set(ids)), "an event was delivered twice"
@@ -405,43 +405,45 @@ def test_reader_following_eight_writers_sees_every_change_exactly_once(
     assert set(ids) == expected - before
     assert len(ids) > 90
     # Stable order: cursors strictly increase.
-    positions = [changes.decode_cursor(e["cursor"]) for e in seen]
+    positions = [events.decode_cursor(e["cursor"]) for e in seen]
     assert positions == sorted(positions)
     assert len(set(positions)) == len(positions)
 
 
 def test_widen_xid_across_epochs():
+    from rms.store import pgfeed
+
     epoch = 7 << 32
-    assert changes.widen_xid(100, epoch + 200) == epoch + 100
-    assert changes.widen_xid(300, epoch + 200) == epoch + 300  # taken after the snapshot
-    assert changes.widen_xid(2**32 - 5, epoch + 10) == epoch - 5  # before the epoch turned
-    assert changes.widen_xid(3, epoch - 2) == epoch + 3  # just after it turned
+    assert pgfeed.widen_xid(100, epoch + 200) == epoch + 100
+    assert pgfeed.widen_xid(300, epoch + 200) == epoch + 300  # taken after the snapshot
+    assert pgfeed.widen_xid(2**32 - 5, epoch + 10) == epoch - 5  # before the epoch turned
+    assert pgfeed.widen_xid(3, epoch - 2) == epoch + 3  # just after it turned
 
 
 def test_cursor_round_trip_and_start():
-    pos = changes.Position(123456789, 42)
-    assert changes.decode_cursor(changes.encode_cursor(pos)) == pos
-    assert changes.decode_cursor(None) == changes.START
-    assert changes.decode_cursor("") == changes.START
+    pos = events.Position(123456789, 42)
+    assert events.decode_cursor(events.encode_cursor(pos)) == pos
+    assert events.decode_cursor(None) == events.START
+    assert events.decode_cursor("") == events.START
 
 
 def test_migration_indexes_cover_exactly_the_change_operations():
     from importlib import import_module
 
     migration = import_module("rms.migrations.0006_change_feed")
-    assert tuple(sorted(migration.CHANGE_OPS)) == changes.CHANGE_OPS
+    assert tuple(sorted(migration.CHANGE_OPS)) == events.CHANGE_OPS
 
 
 def test_target_events_lists_an_objects_changes(client_api):
     obj = make_object(client_api.row)
-    events = changes.target_events(obj.pk)
-    assert [e["type"] for e in events] == ["object.created"]
+    found = changes.target_events(obj.pk)
+    assert [e["type"] for e in found] == ["object.created"]
 
 
-# --- the PostgreSQL-written event texts against the reference (_event) ------------------------
+# --- the PostgreSQL-written event texts against the reference (events.event) ----------------
 
 
-def _both(after=changes.START, **kw):
+def _both(after=events.START, **kw):
     reference = changes.read(after, limit=1000, **kw).events
     texts = changes.read(after, limit=1000, as_json=True, **kw).events
     return reference, [json.loads(t) for t in texts]
@@ -477,7 +479,7 @@ finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    op_type=st.sampled_from(changes.CHANGE_OPS),
+    op_type=st.sampled_from(events.CHANGE_OPS),
     confidence=finite,
     # Beta-Binomial parameters as the service writes them: a positive prior plus weighted
     # evidence counts (rms.evidence), never subnormal or astronomically large. Outside that

@@ -5,6 +5,7 @@ statement, COPY, temp table, pipelined batch): values read back the same, floats
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import pytest
 from django.db import IntegrityError, connection, connections, transaction
 
 from feedback.models import FeedbackAggregate
-from rms import services, store
+from rms import events, services, store
 from rms.models import GENESIS_HASH, ApiClient, MemoryObject, Namespace, Operation, SessionTally
 from rms.oplog import canonical_json
 from rms.store.pg import SMALL
@@ -343,6 +344,106 @@ def test_a_duplicate_in_a_pipeline_fails_the_block_and_leaves_nothing(impl):
         impl.insert(FeedbackAggregate, rows)
         impl.insert(FeedbackAggregate, rows[:1])  # the first row again: duplicate key
     assert not FeedbackAggregate.objects.exists()
+
+
+# --- the change feed -----------------------------------------------------------------------------
+
+
+def reference_events(namespace: str | None = None) -> list[dict]:
+    """The change events of the log as ``rms.events.event`` builds them from ORM reads."""
+    ops = Operation.objects.filter(op_type__in=events.CHANGE_OPS).order_by("seq")
+    if namespace:
+        ops = ops.filter(namespace=namespace)
+    return [
+        {
+            k: v
+            for k, v in events.event(
+                seq=op.seq, txid=0, op_id=op.id, ts=op.ts, op_type=op.op_type,
+                target_type=op.target_type, target_id=op.target_id, namespace=op.namespace,
+                payload=op.payload, state=op.state,
+            ).items()
+            if k != "cursor"  # positions differ by store: (txid, seq) or (0, seq)
+        }
+        for op in ops
+    ]  # fmt: skip
+
+
+def without_cursor(event: dict) -> dict:
+    return {k: v for k, v in event.items() if k != "cursor"}
+
+
+@pytest.mark.django_db(transaction=True)  # the feed releases only committed transactions
+def test_change_rows_are_the_committed_change_operations_in_order_filtered_and_bounded(impl):
+    objs = objects(3) + objects(2, namespace="other")
+    services.object_pin(client=ApiClient.objects.first(), object_id=objs[0].pk, reason="core")
+    every = list(events.CHANGE_OPS)
+    below = impl.release_bound()
+    rows = impl.change_rows(events.START, below=below, limit=100, op_types=every, namespaces=None)
+    assert [without_cursor(r.event) for r in rows] == reference_events()
+    assert [r.type for r in rows] == [e["type"] for e in reference_events()]
+    assert [r.event["cursor"] for r in rows] == [events.encode_cursor(r.position) for r in rows]
+    positions = [r.position for r in rows]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions) == 6
+    assert impl.change_head(below) == positions[-1]
+
+    # After a position, a limit, a namespace filter, an operation filter.
+    page = impl.change_rows(positions[1], below=below, limit=2, op_types=every, namespaces=None)
+    assert [r.position for r in page] == positions[2:4]
+    other = impl.change_rows(
+        events.START, below=below, limit=9, op_types=every, namespaces=["other"]
+    )
+    assert [without_cursor(r.event) for r in other] == reference_events("other")
+    pins = impl.change_rows(events.START, below=below, limit=9, op_types=["PIN"], namespaces=None)
+    assert [r.type for r in pins] == ["object.pinned"]
+
+    # Nothing at or above the bound is read; JSON texts are the same events.
+    assert impl.change_rows(events.START, below=0, limit=9, op_types=every, namespaces=None) == []
+    assert impl.change_head(0) is None
+    texts = impl.change_rows(
+        events.START, below=below, limit=100, op_types=every, namespaces=None, as_json=True
+    )
+    decoded = [json.loads(r.event) if isinstance(r.event, str) else r.event for r in texts]
+    assert decoded == [r.event for r in rows]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_horizon_holds_back_a_transaction_still_running(require_postgres):
+    """PostgreSQL: a row of a transaction still running is not released, nor is any row
+    committed after that transaction started (a lower ``seq`` may still commit). Serialised
+    writers (the portable store's databases) cannot have two writers at once."""
+    impl = store.postgres_store()
+    first = objects(1)
+    started, release = threading.Event(), threading.Event()
+
+    def writer():
+        try:
+            with transaction.atomic():
+                objects(1)
+                started.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert started.wait(10)
+        objects(1)  # committed while the writer runs: above the horizon as well
+        below = impl.release_bound()
+        every = list(events.CHANGE_OPS)
+        seen = impl.change_rows(events.START, below=below, limit=9, op_types=every, namespaces=None)
+        assert [r.event["target_id"] for r in seen] == [str(first[0].pk)]
+        assert impl.change_head(below) == seen[0].position
+    finally:
+        release.set()
+        thread.join()
+    below = impl.release_bound()
+    every = list(events.CHANGE_OPS)
+    assert (
+        len(impl.change_rows(events.START, below=below, limit=9, op_types=every, namespaces=None))
+        == 3
+    )
 
 
 def test_get_picks_the_store_of_the_default_database():

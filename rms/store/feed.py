@@ -1,0 +1,129 @@
+"""The change feed's reads (``rms.changes``), the parts both stores share, and the portable form.
+
+A page is one range read of the change operations after a position, in feed order, bounded by
+what may be released. The predicate names the operation types inline: they are ``rms.events``'
+constants, never input, and a literal list lets the planner prove the partial indexes'
+predicate (migration ``rms/0006``) even for a generic (prepared) plan, which a parameter list
+does not. The PostgreSQL form (``rms.store.pgfeed``) orders by ``(txid, seq)`` under the
+release horizon; here writers are serialised (SQLite's IMMEDIATE transactions), committed rows
+are a prefix in ``seq`` order, and the position is ``(0, seq)``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from django.db import connection
+
+from rms import events
+from rms.events import FeedRow, Position
+
+
+def op_table() -> str:
+    from rms.models import Operation
+
+    return connection.ops.quote_name(Operation._meta.db_table)
+
+
+def op_list(op_types: Iterable[str]) -> str:
+    """``op_type IN (...)`` with the names inlined (see the module docstring)."""
+    names = sorted(op_types)
+    if not set(names) <= set(events.CHANGE_OPS):
+        raise ValueError(f"not change operations: {names}")
+    return "op_type IN (" + ", ".join(f"'{name}'" for name in names) + ")"
+
+
+CHANGE_PREDICATE = op_list(events.CHANGE_OPS)
+COLUMNS = "seq, {txid}, id, ts, op_type, target_type, target_id, namespace, payload, state"
+
+
+def filters(op_types: Sequence[str], namespaces: Sequence[str] | None) -> tuple[list, list]:
+    """The page's conditions beyond the position: (SQL terms, parameters)."""
+    where, params = [CHANGE_PREDICATE], []
+    if set(op_types) != set(events.CHANGE_OPS):
+        where.append(op_list(op_types))
+    if namespaces is not None:
+        where.append(f"namespace IN ({', '.join(['%s'] * len(namespaces))})")
+        params.extend(namespaces)
+    return where, params
+
+
+def feed_row(row: tuple) -> FeedRow:
+    """A read ``COLUMNS`` row as its event (the reference form, ``rms.events.event``)."""
+    seq, txid, op_id, ts, op_type, target_type, target_id, namespace, payload, state = row
+    payload, state = _json(payload), _json(state)
+    event = events.event(
+        seq=int(seq),
+        txid=int(txid),
+        op_id=_uuid(op_id),
+        ts=_datetime(ts),
+        op_type=op_type,
+        target_type=target_type,
+        target_id=_uuid(target_id),
+        namespace=namespace,
+        payload=payload,
+        state=state,
+    )
+    return FeedRow(Position(int(txid), int(seq)), event["type"], event)
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _uuid(value) -> uuid.UUID:
+    """A raw cursor's UUID: a UUID on PostgreSQL, 32 hex digits on SQLite."""
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+
+
+def _datetime(value) -> datetime:
+    """A raw cursor's time: a datetime on PostgreSQL, text on SQLite (stored in UTC)."""
+    if isinstance(value, datetime):
+        return value
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# --- the portable form ----------------------------------------------------------------------------
+
+
+def release_bound() -> int:
+    """One past the last committed ``seq``, read before the page: a row committed after this
+    read has a higher ``seq`` (writers are serialised), so bounding both the page and the head
+    by it keeps a write that commits between them for the next read instead of skipping it."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {op_table()}")
+        return int(cursor.fetchone()[0])
+
+
+def rows(
+    after: Position,
+    *,
+    below: int,
+    limit: int,
+    op_types: Sequence[str],
+    namespaces: Sequence[str] | None,
+) -> list[FeedRow]:
+    where, params = filters(op_types, namespaces)
+    where.append("seq > %s AND seq < %s")
+    sql = (
+        f"SELECT {COLUMNS.format(txid='0')} FROM {op_table()} WHERE {' AND '.join(where)} "
+        "ORDER BY seq LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, after.seq, below, limit])
+        return [feed_row(row) for row in cursor.fetchall()]
+
+
+def head(below: int) -> Position | None:
+    sql = (
+        f"SELECT seq FROM {op_table()} WHERE {CHANGE_PREDICATE} AND seq < %s "
+        "ORDER BY seq DESC LIMIT 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [below])
+        row = cursor.fetchone()
+    return Position(0, int(row[0])) if row else None

@@ -1,0 +1,180 @@
+"""The change feed's reads on PostgreSQL (``rms.changes``; the shared parts: ``rms.store.feed``).
+
+Each operation row carries the id of the transaction that wrote it (``txid``, an ``xid8`` column
+defaulting to ``pg_current_xact_id()``, so every insert path fills it). The feed's order is
+``(txid, seq)``, and a page releases only rows below the horizon under which every transaction
+has finished (``horizon``; the proof is in docs/DECISIONS.md). With ``as_json`` the server
+writes each event's JSON text (``_SQL_EVENT``, generated from ``rms.events``' tables), which
+triples the feed's HTTP throughput; ``tests/rms/test_changes.py`` pins those texts to
+``rms.events.event`` on every kind of event and on random values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from django.db import connection
+
+from rms import events
+from rms.events import FeedRow, Position
+from rms.policy import DEPRECATED
+from rms.store.feed import CHANGE_PREDICATE, COLUMNS, feed_row, filters, op_table
+
+#: The release horizon in one statement: its snapshot's next transaction id (taken when the
+#: statement starts), and the ids of the transactions running in this database, read after it.
+_HORIZON_SQL = """
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+       ARRAY(SELECT backend_xid::text::bigint FROM pg_stat_activity
+             WHERE datname = current_database() AND backend_xid IS NOT NULL
+             UNION ALL
+             SELECT transaction::text::bigint FROM pg_prepared_xacts
+             WHERE database = current_database())
+"""
+
+
+def _sql_literal(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.]+", text):
+        raise ValueError(f"not a plain name: {text!r}")
+    return f"'{text}'"
+
+
+def _sql_type() -> str:
+    """``event_type`` in SQL, generated from TYPE_OPS (one rule, two spellings)."""
+    whens = []
+    for type_, op in events.TYPE_OPS.items():
+        if op == "EPISTEMIC_TRANSITION":
+            continue
+        whens.append(f"WHEN {_sql_literal(op)} THEN {_sql_literal(type_)}")
+    to = "coalesce(nullif(payload->>'to', ''), state->>'epistemic_type')"
+    whens.append(
+        f"WHEN 'EPISTEMIC_TRANSITION' THEN CASE WHEN {to} = {_sql_literal(DEPRECATED)} "
+        f"THEN {_sql_literal(events.OBJECT_DEPRECATED)} "
+        f"ELSE {_sql_literal(events.OBJECT_TRANSITIONED)} END"
+    )
+    return f"CASE op_type {' '.join(whens)} END"
+
+
+def _sql_data() -> str:
+    """``event_data`` in SQL, generated from the same field lists."""
+
+    def pairs(source: str, keys) -> str:
+        return ", ".join(f"{_sql_literal(k)}, {source}->{_sql_literal(k)}" for k in keys)
+
+    alpha, beta = "(state->>'alpha')::float8", "(state->>'beta')::float8"
+    mean = (
+        f"CASE WHEN {alpha} IS NOT NULL AND {beta} <> 0 "
+        f"THEN to_json({alpha} / ({alpha} + {beta})) END"
+    )
+    edge = (
+        "json_build_object('alpha', state->'alpha', 'beta', state->'beta', "
+        f"'mean', {mean}, 'version', state->'version')"
+    )
+    signal = pairs("payload", ("signal_type", "session_id"))
+    return (
+        "CASE WHEN op_type IN ('EDGE_CREATED', 'EDGE_EVIDENCE') THEN "
+        + edge
+        + " WHEN op_type IN ('ALERT_RAISED', 'ALERT_RESOLVED') THEN json_build_object("
+        + pairs("payload", events.ALERT_DATA)
+        + ")"
+        + " WHEN op_type IN ('REINFORCE', 'PENALTY') THEN json_build_object("
+        + pairs("state", events.OBJECT_DATA)
+        + ", "
+        + signal
+        + ")"
+        + " ELSE json_build_object("
+        + pairs("state", events.OBJECT_DATA)
+        + ") END"
+    )
+
+
+_TARGETS_SQL = " ".join(
+    f"WHEN {_sql_literal(k)} THEN {_sql_literal(v)}" for k, v in events.TARGET_TYPES.items()
+)
+_SQL_TYPE = _sql_type() + " AS event_type"
+_SQL_EVENT = (
+    "json_build_object("
+    "'id', id, "
+    "'cursor', rtrim(translate(encode(convert_to(txid::text || '.' || seq::text, 'UTF8'), "
+    "'base64'), '+/' || chr(10), '-_'), '='), "
+    f"'type', {_sql_type()}, "
+    "'ts', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"'), "
+    "'namespace', namespace, "
+    f"'target_type', CASE target_type {_TARGETS_SQL} ELSE target_type END, "
+    "'target_id', target_id, "
+    "'op_type', op_type, "
+    f"'data', {_sql_data()})::text AS body"
+)
+
+
+def horizon() -> int:
+    """The transaction id below which every transaction that can write this database has
+    finished: what a page may release.
+
+    It is the oldest transaction running in this database, or the next id when none runs.
+    ``pg_snapshot_xmin`` would be correct too, but it is cluster-wide: a long transaction in
+    another database of the same server would hold the feed back. A transaction that takes its
+    id while the activity list is read takes one at or above the statement snapshot's
+    ``xmax``, so it cannot be missed; running ids are 32-bit there and widened with the epoch
+    of ``xmax`` (``widen_xid``).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # activity read fresh, not cached
+        cursor.execute(_HORIZON_SQL)
+        next_xid, running = cursor.fetchone()
+    return min([next_xid, *(widen_xid(xid, next_xid) for xid in running)])
+
+
+def widen_xid(xid32: int, near: int) -> int:
+    """A 32-bit transaction id as the 64-bit id it has, given a 64-bit id ``near`` it (within
+    2³¹: ids in use span far less). A running id may be just above ``near`` (taken after the
+    snapshot) or below it, possibly across an epoch boundary either way."""
+    wide = (near & ~0xFFFFFFFF) | xid32
+    if wide > near + 2**31:
+        wide -= 2**32
+    elif wide < near - 2**31:
+        wide += 2**32
+    return wide
+
+
+def rows(
+    after: Position,
+    *,
+    below: int,
+    limit: int,
+    op_types: Sequence[str],
+    namespaces: Sequence[str] | None,
+    as_json: bool = False,
+) -> list[FeedRow]:
+    """Change operations after ``after`` in feed order: one range read on a partial index."""
+    where, params = filters(op_types, namespaces)
+    where += ["(txid, seq) > (%s::text::xid8, %s)", "txid < %s::text::xid8"]
+    # Aliased: an output column named "txid" would win over the table's in ORDER BY (and a
+    # bigint sort cannot use the xid8 index).
+    position = "txid::text::bigint AS position_txid"
+    if as_json:
+        columns = f"seq, {position}, {_SQL_TYPE}, {_SQL_EVENT}"
+    else:
+        columns = COLUMNS.format(txid=position)
+    sql = (
+        f"SELECT {columns} FROM {op_table()} WHERE {' AND '.join(where)} "
+        "ORDER BY txid, seq LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, str(after.txid), after.seq, str(below), limit])
+        found = cursor.fetchall()
+    if as_json:
+        return [FeedRow(Position(int(t), int(s)), type_, body) for s, t, type_, body in found]
+    return [feed_row(row) for row in found]
+
+
+def head(below: int) -> Position | None:
+    sql = (
+        f"SELECT txid::text::bigint AS position_txid, seq FROM {op_table()} "
+        f"WHERE {CHANGE_PREDICATE} AND txid < %s::text::xid8 "
+        "ORDER BY txid DESC, seq DESC LIMIT 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [str(below)])
+        row = cursor.fetchone()
+    return Position(int(row[0]), int(row[1])) if row else None
