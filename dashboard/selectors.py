@@ -35,7 +35,7 @@ from feedback.models import (
     TaskRun,
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
-from rms import changes, evidence, oplog, policy
+from rms import changes, evidence, oplog, policy, store
 from rms.edges import object_relationships
 from rms.models import MemoryObject, Namespace, Operation, Relationship
 from rms.policy import DEPRECATED
@@ -247,7 +247,7 @@ def _on_side_connection(fn, *args):
 def _overlap_possible() -> bool:
     """Two connections see the same data only outside a transaction (a test's or a caller's
     uncommitted rows would be invisible to the second one), and SQLite has one writer anyway."""
-    return connection.vendor == "postgresql" and not connection.in_atomic_block
+    return store.get().parallel_connections and not connection.in_atomic_block
 
 
 def _both_computed(ids: list[int], compute_window) -> tuple[tuple, tuple]:

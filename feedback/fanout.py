@@ -32,13 +32,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from feedback import enqueue, heartbeat, rebuild, sweep, taskruns
 from feedback.models import FeedbackSession, TaskChunk, TaskRun
-from rms import telemetry, verification
+from rms import store, telemetry, verification
 from rms.errors import DomainError
 from rms.models import MemoryObject, Namespace
 
@@ -184,21 +184,6 @@ DURATIONS = {
 # --- planning ------------------------------------------------------------------------------------
 
 
-def boundaries(qs: QuerySet, key: str, size: int) -> list[str]:
-    """Every ``size``-th key of ``qs`` after the first (keys number 1 + size, 1 + 2·size, …
-    in key order), as text, from one query."""
-    inner_sql, params = (
-        qs.order_by().annotate(fanout_key=F(key)).values("fanout_key").query.sql_with_params()
-    )
-    sql = (
-        "SELECT k FROM (SELECT q.fanout_key AS k, ROW_NUMBER() OVER (ORDER BY q.fanout_key) AS rn"
-        f" FROM ({inner_sql}) q) r WHERE rn > 1 AND (rn - 1) %% %s = 0 ORDER BY k"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, size])
-        return [str(row[0]) for row in cursor.fetchall()]
-
-
 def ranges(bounds: list) -> list[tuple]:
     """The key ranges ``[lo, hi)`` between sorted boundaries, open at both ends: n boundaries
     make n + 1 ranges."""
@@ -218,7 +203,7 @@ def plan(run: TaskRun, queue: str | None = None, *, send: bool = True) -> list[i
     size = chunk_size_of(params)
     rows = []
     for table, qs, key in KINDS[run.kind].tables(params):
-        for lo, hi in ranges(boundaries(qs, key, size)):
+        for lo, hi in ranges(store.get().key_boundaries(qs, key, size)):
             rows.append(TaskChunk(run=run, index=len(rows), table=table, lo=lo, hi=hi))
     with transaction.atomic():
         TaskChunk.objects.bulk_create(rows)

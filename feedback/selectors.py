@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from django.db import connection
 from django.db.models import Count, Q, Subquery, Sum
 from django.utils import timezone
 
@@ -20,6 +19,7 @@ from feedback.models import (
     TaskRun,
 )
 from rms import services as core
+from rms import store
 from rms.errors import DomainError, Forbidden
 from rms.models import ApiClient, MemoryObject, Namespace
 from rms.policy import DEPRECATED
@@ -82,9 +82,9 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     Without a window the sums come from the aggregates, which count every injection of their
     object (``total_injections``), those that ended unused (``unused_sessions``) and their token
     cost: 100k aggregate rows instead of millions of injections. With a window the injections
-    are scanned through the (namespace, ts) covering index; "wasted" is an ``IN (subquery)``
-    over the objects below 0.05, which PostgreSQL hashes once instead of joining every injection
-    to its object and aggregate. A test pins both forms to the same numbers.
+    are scanned through the (namespace, ts) covering index and "wasted" sums those whose object
+    is below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
+    object and aggregate). A test pins both forms to the same numbers.
     """
     wasteful = Q(usage_ratio__lt=WASTE_USAGE_RATIO)
     if since is None and until is None:
@@ -98,54 +98,14 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
             )
             .order_by()
         )
-    elif connection.vendor == "postgresql":
-        return _window_injection_sums(namespace_ids, since, until)
-    else:
-        wasteful_ids = FeedbackAggregate.objects.filter(
-            wasteful, namespace_id__in=namespace_ids
-        ).values("object_id")
-        rows = (
-            _window(InjectionEvent.objects.filter(namespace_id__in=namespace_ids), since, until)
-            .values("namespace_id")
-            .annotate(
-                n=Count("*"),  # index-only: see session_sums
-                unused=Count("namespace", filter=Q(ended_unused=True)),
-                wasted=Sum("token_cost", filter=Q(object_id__in=Subquery(wasteful_ids))),
-            )
-            .order_by()
-        )
-    return {r["namespace_id"]: r for r in rows}
-
-
-def _window_injection_sums(namespace_ids: list[int], since, until) -> dict[int, dict]:
-    """PostgreSQL form of the windowed :func:`injection_sums`: "wasted" as a LEFT JOIN to the
-    aggregates below 0.05 (one hash built once) rather than a hashed ``IN`` probed per row in
-    each parallel worker: ≈ 55 instead of ≈ 67 ms over the 233k injections of a 7-day window at
-    1M. Counts are COUNT(*) so the scan stays index-only (inj_ns_ts covers every column read)."""
-    conditions, params = ["i.namespace_id = ANY(%s)"], [list(namespace_ids)]
-    if since is not None:
-        conditions.append("i.ts >= %s")
-        params.append(since)
-    if until is not None:
-        conditions.append("i.ts <= %s")
-        params.append(until)
-    sql = f"""
-        SELECT i.namespace_id, COUNT(*), COUNT(*) FILTER (WHERE i.ended_unused),
-               SUM(i.token_cost) FILTER (WHERE w.object_id IS NOT NULL)
-        FROM feedback_injectionevent i
-        LEFT JOIN (
-            SELECT a.object_id FROM feedback_feedbackaggregate a
-            WHERE a.namespace_id = ANY(%s) AND a.usage_ratio < %s
-        ) w ON w.object_id = i.object_id
-        WHERE {" AND ".join(conditions)}
-        GROUP BY i.namespace_id
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [list(namespace_ids), WASTE_USAGE_RATIO, *params])
-        return {
-            ns_id: {"namespace_id": ns_id, "n": n, "unused": unused, "wasted": wasted}
-            for ns_id, n, unused, wasted in cursor.fetchall()
-        }
+        return {r["namespace_id"]: r for r in rows}
+    wasteful_ids = FeedbackAggregate.objects.filter(
+        wasteful, namespace_id__in=namespace_ids
+    ).values("object_id")
+    injections = _window(
+        InjectionEvent.objects.filter(namespace_id__in=namespace_ids), since, until
+    )
+    return store.get().injection_window_sums(injections, wasteful_ids)
 
 
 def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> metrics.MetricInputs:

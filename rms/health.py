@@ -15,6 +15,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
+from rms import store
+
 logger = logging.getLogger(__name__)
 
 OK, UNAVAILABLE = "ok", "unavailable"
@@ -30,8 +32,7 @@ def database_status() -> str:
     hold a connection of its own between calls."""
     conn = connections["default"]
     try:
-        with conn.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        store.get().ping()
         return OK
     except Exception as exc:  # any database failure is "unavailable", never a 500
         logger.warning("health: database unavailable: %s", exc)

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import models
+from django.db import connection, models
+from django.db.models import F
 
 from rms.events import FeedRow, Position
 from rms.models import MemoryObject, Namespace
@@ -48,6 +49,9 @@ class Store(ABC):
     """One implementation per database family; ``rms.store.get()`` picks it."""
 
     vendor: str = ""
+    #: Whether a second connection may read while this one does (PostgreSQL); SQLite has one
+    #: writer, and a page rendered on two connections gains nothing there.
+    parallel_connections: bool = False
 
     @abstractmethod
     def read(self, selects: Sequence[Select]) -> list[list]:
@@ -93,6 +97,16 @@ class Store(ABC):
         keys (UUIDs) without rows are absent. One query however long each key's history: on an index
         on ``(key, *order)`` it reads exactly the rows returned."""
 
+    @abstractmethod
+    def injection_window_sums(
+        self, injections: models.QuerySet, wasteful_objects: models.QuerySet
+    ) -> dict[int, dict]:
+        """{namespace id: {"namespace_id", "n", "unused", "wasted"}} of the injection rows of
+        ``injections`` (a filtered queryset of injection events: ``namespace_id``,
+        ``ended_unused``, ``token_cost``, ``object_id``): how many, how many ended unused, and
+        the token cost of those whose object is among ``wasteful_objects`` (a queryset of
+        unique ``object_id`` values)."""
+
     # --- the change feed (``rms.changes``) ---
 
     @abstractmethod
@@ -122,6 +136,27 @@ class Store(ABC):
         """The last released change position (any namespace, any type), None when none is."""
 
     # --- operations that are the same everywhere ---
+
+    def ping(self) -> None:
+        """One trivial statement on this thread's connection: raises if the database cannot
+        answer (the health check)."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    def key_boundaries(self, qs: models.QuerySet, key: str, size: int) -> list[str]:
+        """Every ``size``-th value of ``key`` in ``qs`` after the first (values number 1 + size,
+        1 + 2·size, … in key order), as text, from one query: where to cut a pass into chunks
+        of ``size`` keys (``feedback.fanout``)."""
+        inner_sql, params = (
+            qs.order_by().annotate(fanout_key=F(key)).values("fanout_key").query.sql_with_params()
+        )
+        sql = (
+            "SELECT k FROM (SELECT q.fanout_key AS k, ROW_NUMBER() OVER (ORDER BY q.fanout_key)"
+            f" AS rn FROM ({inner_sql}) q) r WHERE rn > 1 AND (rn - 1) %% %s = 0 ORDER BY k"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, size])
+            return [str(row[0]) for row in cursor.fetchall()]
 
     def lock_objects(self, ids: Iterable, *, namespaces: Iterable[Namespace] = ()) -> dict:
         """Lock the memory objects with these ids (primary-key order) and return them by id,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import F, Window
+from django.db.models import Count, F, Q, Subquery, Sum, Window
 from django.db.models.functions import RowNumber
 
 from rms.store import feed
@@ -134,6 +134,20 @@ class PortableStore(Store):
             if len(found) < limits[k]:
                 found.append(str(v))
         return out
+
+    def injection_window_sums(self, injections, wasteful_objects):
+        rows = (
+            injections.values("namespace_id")
+            .annotate(
+                # COUNT(*) and COUNT(namespace_id), not COUNT(id): the id is in no index, so
+                # counting it would read the table instead of a covering (namespace, ts) index.
+                n=Count("*"),
+                unused=Count("namespace", filter=Q(ended_unused=True)),
+                wasted=Sum("token_cost", filter=Q(object_id__in=Subquery(wasteful_objects))),
+            )
+            .order_by()
+        )
+        return {r["namespace_id"]: r for r in rows}
 
     def release_bound(self) -> int:
         return feed.release_bound()

@@ -13,7 +13,7 @@ from django.db import OperationalError
 from feedback import enqueue, fanout, heartbeat, rebuild, sweep, taskruns, tasks
 from feedback.aggregates import FIELDS
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskRun
-from rms import verification
+from rms import store, verification
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
 from tests.factories import build_sweep_twin, make_namespace, new_object, streak, sweep_state
@@ -74,7 +74,7 @@ def test_the_boundaries_come_from_one_query(admin_api, client_api, django_assert
     for _ in range(5):
         new_object(client_api)
     with django_assert_num_queries(1):
-        bounds = fanout.boundaries(MemoryObject.objects.all(), "pk", 2)
+        bounds = store.get().key_boundaries(MemoryObject.objects.all(), "pk", 2)
     ordered = [str(k) for k in MemoryObject.objects.order_by("pk").values_list("pk", flat=True)]
     assert [str(uuid.UUID(b)) for b in bounds] == [ordered[2], ordered[4]]
 

@@ -346,6 +346,38 @@ def test_a_duplicate_in_a_pipeline_fails_the_block_and_leaves_nothing(impl):
     assert not FeedbackAggregate.objects.exists()
 
 
+# --- window sums ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_injection_window_sums_count_the_window_and_the_cost_of_wasteful_objects(impl):
+    from feedback.models import InjectionEvent
+
+    objs = objects(3) + objects(1, namespace="other")
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    rows = [
+        InjectionEvent(
+            session_id=uuid.uuid4(), object_id=obj.pk, namespace_id=obj.namespace_id,
+            ts=start + timedelta(hours=i), token_cost=10 * (i + 1), rank_position=1,
+            ended_unused=bool(i % 2),
+        )
+        for i, obj in enumerate([*objs, objs[0], objs[1]])
+    ]  # fmt: skip
+    InjectionEvent.objects.bulk_create(rows)
+    ns = {obj.namespace_id for obj in objs}
+    wasteful = MemoryObject.objects.filter(pk__in=[objs[0].pk, objs[3].pk]).values("pk")
+    window = InjectionEvent.objects.filter(namespace_id__in=ns, ts__gte=start + timedelta(hours=1))
+    got = impl.injection_window_sums(window, wasteful)
+    bulk, other = objs[0].namespace_id, objs[3].namespace_id
+    # Hours 1..5: objs 1, 2, 3 (other), 0, 1 at costs 20, 30, 40, 50, 60; unused at odd hours.
+    assert got == {
+        bulk: {"namespace_id": bulk, "n": 4, "unused": 2, "wasted": 50},
+        other: {"namespace_id": other, "n": 1, "unused": 1, "wasted": 40},
+    }
+    later = window.filter(ts__gte=start + timedelta(days=9))
+    assert impl.injection_window_sums(later, wasteful) == {}
+
+
 # --- the change feed -----------------------------------------------------------------------------
 
 
