@@ -264,7 +264,7 @@ def build_db_logs(n_objects: int, n_signals: int, seed: int) -> list:
         with transaction.atomic():
             locked = store.get().lock_objects([obj.pk])[obj.pk]
             sessions = [f"s-{obj.pk}-{k}" for k in range(max(1, n_signals // 3))]
-            tallies = core.TallyStore((locked.pk, s) for s in sessions)
+            tallies = core.load_tallies((locked.pk, s) for s in sessions)
             ops: list[Operation] = []
             for _ in range(n_signals):
                 actor_id, actor_type = rng.choice(ACTORS)
@@ -281,7 +281,7 @@ def build_db_logs(n_objects: int, n_signals: int, seed: int) -> list:
                 ops += [op for op in (result.feedback_op, result.change_op) if op]
             locked.save()
             store.get().insert(Operation, ops)
-            tallies.flush()
+            core.write_tallies(store.get(), tallies.changes())
     return list(MemoryObject.objects.select_related("namespace").order_by("pk"))
 
 

@@ -270,18 +270,18 @@ class Phases:
         self._undo.append((owner, name, original))
 
     def __enter__(self) -> Phases:
-        from feedback import services, sweep
+        from feedback import sweep
         from rms import store
 
         db = type(store.get())
         steps = [
             (db, "lock_objects", "lock objects (rms.store)"),
-            (services.AggregateStore, "__init__", "load aggregates (AggregateStore)"),
+            (sweep, "load_aggregates", "load aggregates"),
             (sweep, "_streak_sessions", "streak sessions query"),
             (sweep._Contexts, "load", "session contexts query"),
             (sweep, "_check_object", "decide + build operations (Python)"),
             (db, "insert", "insert operations + signal records (COPY)"),
-            (services.AggregateStore, "flush", "write aggregates (store update)"),
+            (sweep, "write_aggregates", "write aggregates (store update)"),
         ]
         for owner, name, label in steps:
             self._wrap(owner, name, label)

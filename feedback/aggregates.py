@@ -127,3 +127,34 @@ def is_sweep_candidate(agg: Aggregate, threshold: int) -> bool:
 def on_ignored_check(agg: Aggregate, unused_sessions: int) -> None:
     """An IGNORED_CHECK examined the object when it had ``unused_sessions`` (SPEC §9)."""
     agg.checked_unused_sessions = unused_sessions
+
+
+@dataclass
+class AggregateChanges:
+    """The aggregates a write changed: ``new`` without a stored row, ``changed`` with one, each
+    as (object id, aggregate), in the order they were first handed out."""
+
+    new: list[tuple]
+    changed: list[tuple]
+
+
+class Ledger:
+    """The aggregates of the objects a write holds locked: the stored ones ({object id:
+    Aggregate}), and those handed out by :meth:`get` to be moved, which :meth:`changes` lists.
+    An object without a stored aggregate starts from an empty one."""
+
+    def __init__(self, stored: dict | None = None) -> None:
+        self._stored = stored or {}
+        self._values: dict = {}
+
+    def get(self, object_id) -> Aggregate:
+        agg = self._values.get(object_id)
+        if agg is None:
+            agg = self._values[object_id] = self._stored.get(object_id) or Aggregate()
+        return agg
+
+    def changes(self) -> AggregateChanges:
+        out = AggregateChanges([], [])
+        for object_id, agg in self._values.items():
+            (out.changed if object_id in self._stored else out.new).append((object_id, agg))
+        return out

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, enqueue
+from feedback import aggregates, enqueue, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
-from feedback.planner import Answer, Events, Item, Loaded, SessionPlan
-from feedback.services import AggregateStore, aggregate_select, aggregates_of_rows
+from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store
 from rms import services as core
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
@@ -67,10 +66,7 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
             for events in plan.sessions(pending, every=every):
                 _write_events(db, events)
             if plan.planned:
-                loaded = plan.loaded
-                db.update(MemoryObject, list(plan.touched.values()), OBJECT_FIELDS)
-                loaded.tallies.flush()
-                loaded.aggregates.flush()
+                _write_changes(db, plan.changes(), plan.loaded.objects)
         _schedule_sweep(plan)
 
 
@@ -89,7 +85,7 @@ def load_state(client: ApiClient, pending: list[Item]) -> Loaded:
         ),
         store.Select(Namespace, where={"name": {n for d in data for n in d["namespace_scope"]}}),
         store.Select(MemoryObject, where={"id": object_ids}, lock=True),
-        aggregate_select(object_ids),
+        services.aggregate_select(object_ids),
         store.Select(SessionTally, pairs=(("object_id", "session_id"), pair_list)),
     ]
     if not client.sees_all_namespaces:
@@ -106,8 +102,8 @@ def load_state(client: ApiClient, pending: list[Item]) -> Loaded:
         stored={s.request_id: s for s in found[0]},
         namespaces={ns.name: ns for ns in found[1]},
         objects=objects,
-        aggregates=AggregateStore(list(objects.values()), aggregates_of_rows(found[3])),
-        tallies=core.TallyStore.of_rows(found[4]),
+        aggregates=services.aggregate_ledger(found[3]),
+        tallies=core.tally_ledger(found[4]),
         visible=None if client.sees_all_namespaces else frozenset(r[0] for r in found[5]),
     )
 
@@ -119,6 +115,15 @@ def _write_events(db: store.Store, events: Events) -> None:
     db.insert(SignalRecord, events.signals)
     db.insert(FeedbackSession, events.sessions)
     db.insert(SessionNamespace, events.scopes)
+
+
+def _write_changes(db: store.Store, changes: Changes, objects: dict) -> None:
+    """Update the objects, then write their tallies and aggregates."""
+    db.update(MemoryObject, changes.objects, OBJECT_FIELDS)
+    core.write_tallies(db, changes.tallies)
+    services.write_aggregates(
+        db, changes.aggregates, {pk: obj.namespace_id for pk, obj in objects.items()}
+    )
 
 
 def _schedule_sweep(plan: SessionPlan) -> None:

@@ -8,8 +8,8 @@ the same call with that key, a refusal (each session is checked in full before a
 is planned, so a bad session leaves nothing behind while the others go ahead), or 201 with its
 record. A planned session yields its rows: the operations of every chain it extends (in chain
 order, so ``seq`` follows each chain), its injection and signal rows, its session row and
-scopes; and it moves, in memory, the objects, their session tallies and aggregates, which the
-service writes once at the end.
+scopes; and it moves, in memory, the objects, their session tallies and aggregates, listed by
+``SessionPlan.changes`` for the service to write once at the end.
 
 This is where the session rules are read: the scope and visibility checks, an object injected
 once per session, at most one UNUSED per object, clients never sending the sweep's signals
@@ -30,7 +30,7 @@ from typing import ClassVar
 
 from feedback import aggregates, detection, embedding
 from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
-from feedback.services import AggregateStore, signal_record_row
+from feedback.services import signal_record_row
 from rms import idempotency, oplog, policy
 from rms import services as core
 from rms.errors import DomainError
@@ -102,9 +102,19 @@ class Loaded:
     stored: dict
     namespaces: dict
     objects: dict
-    aggregates: AggregateStore
-    tallies: core.TallyStore
+    aggregates: aggregates.Ledger
+    tallies: policy.TallyLedger
     visible: frozenset | None
+
+
+@dataclass
+class Changes:
+    """What a plan moved beyond its event rows: the objects to update, their session tallies
+    and their aggregates (``feedback.ingest`` writes them once, at the end of the call)."""
+
+    objects: list[MemoryObject]
+    tallies: policy.TallyChanges
+    aggregates: aggregates.AggregateChanges
 
 
 @dataclass
@@ -120,10 +130,9 @@ class Events:
 
 class SessionPlan:
     """The plan of one call. :meth:`sessions` plans the items and yields their event rows;
-    afterwards ``touched`` holds the objects to update, ``loaded.tallies`` and
-    ``loaded.aggregates`` the changed tallies and aggregates, ``streak_grew`` the injected
-    objects whose unused streak grew (the sweep trigger, SPEC §9) and ``planned`` the number
-    of sessions created."""
+    afterwards :meth:`changes` lists the objects, tallies and aggregates moved, ``streak_grew``
+    the injected objects whose unused streak grew (the sweep trigger, SPEC §9) and ``planned``
+    the number of sessions created."""
 
     def __init__(self, client: ApiClient, loaded: Loaded, scorer=None) -> None:
         self.client = client
@@ -187,6 +196,14 @@ class SessionPlan:
                 item.record_json = original.record_json
             else:
                 item.result = original.result
+
+    def changes(self) -> Changes:
+        """The objects, tallies and aggregates moved by the sessions planned so far."""
+        return Changes(
+            objects=list(self.touched.values()),
+            tallies=self.loaded.tallies.changes(),
+            aggregates=self.loaded.aggregates.changes(),
+        )
 
     def _take(self) -> Events:
         events, self._events = self._events, Events()

@@ -53,60 +53,46 @@ _aggregate_values = operator.attrgetter(*aggregates.FIELDS)
 
 def aggregate_select(object_ids) -> store.Select:
     """The aggregate rows of these objects as ``AGGREGATE_COLUMNS`` tuples (for
-    ``rms.store``); :func:`aggregates_of_rows` reads the result."""
+    ``rms.store``); :func:`aggregate_ledger` reads the result."""
     return store.Select(
         FeedbackAggregate, where={"object_id": list(object_ids)}, columns=AGGREGATE_COLUMNS
     )
 
 
-def aggregates_of_rows(rows) -> dict:
-    """{object id: Aggregate} of rows read as ``AGGREGATE_COLUMNS``: straight into the pure
+def aggregate_ledger(rows) -> aggregates.Ledger:
+    """The ledger of aggregate rows read as ``AGGREGATE_COLUMNS``: straight into the pure
     accumulator, without a model instance in between (a batch loads thousands)."""
-    return {row[0]: aggregates.Aggregate(*row[1:]) for row in rows}
+    return aggregates.Ledger({row[0]: aggregates.Aggregate(*row[1:]) for row in rows})
 
 
-class AggregateStore:
-    """Aggregates of locked objects, loaded in one query and written back in two."""
+def load_aggregates(object_ids) -> aggregates.Ledger:
+    """The ledger of these (locked) objects' aggregates, read in one query."""
+    (rows,) = store.get().read([aggregate_select(object_ids)])
+    return aggregate_ledger(rows)
 
-    def __init__(self, objects: list, stored: dict | None = None) -> None:
-        """``stored``: {object id: Aggregate} of the objects that have an aggregate row, when
-        the caller already read them (after taking the locks, :func:`aggregates_of_rows`);
-        otherwise one query reads them."""
-        self._objects = {obj.pk: obj for obj in objects}
-        if stored is None:
-            (rows,) = store.get().read([aggregate_select(self._objects)])
-            stored = aggregates_of_rows(rows)
-        self._stored = stored
-        self._values: dict = {}  # the ones handed out: written back by flush()
 
-    def get(self, object_id) -> aggregates.Aggregate:
-        agg = self._values.get(object_id)
-        if agg is None:
-            agg = self._stored.get(object_id)
-            if agg is None:
-                agg = aggregates.Aggregate()
-            self._values[object_id] = agg
-        return agg
-
-    def flush(self) -> None:
-        new, old = [], []
-        for object_id, agg in self._values.items():
-            values = _aggregate_values(agg)
-            if object_id in self._stored:
-                old.append((object_id, *values, agg.usage_ratio))
-                continue
-            new.append(
-                new_row(
-                    FeedbackAggregate,
-                    object_id=object_id,
-                    namespace_id=self._objects[object_id].namespace_id,
-                    usage_ratio=agg.usage_ratio,
-                    **dict(zip(aggregates.FIELDS, values, strict=True)),
-                )
+def write_aggregates(db: store.Store, changes: aggregates.AggregateChanges, namespace_of) -> None:
+    """Insert the new aggregates (``namespace_of``: {object id: its namespace id}) and update
+    the changed ones, in two statements."""
+    fields = aggregates.FIELDS
+    db.insert(
+        FeedbackAggregate,
+        [
+            new_row(
+                FeedbackAggregate,
+                object_id=object_id,
+                namespace_id=namespace_of[object_id],
+                usage_ratio=agg.usage_ratio,
+                **dict(zip(fields, _aggregate_values(agg), strict=True)),
             )
-        db = store.get()
-        db.insert(FeedbackAggregate, new)
-        db.update_values(FeedbackAggregate, [*aggregates.FIELDS, "usage_ratio"], old)
+            for object_id, agg in changes.new
+        ],
+    )
+    db.update_values(
+        FeedbackAggregate,
+        [*fields, "usage_ratio"],
+        [(pk, *_aggregate_values(agg), agg.usage_ratio) for pk, agg in changes.changed],
+    )
 
 
 def signal_answer(result: core.SignalResult, obj: MemoryObject) -> dict:
@@ -158,9 +144,9 @@ def signal_record(
                 ts=ts,
                 evidence_ids=tuple(data.get("evidence_ids") or ()),
             )
-            tallies = core.TallyStore([(obj.pk, signal.session_id)])
+            tallies = core.load_tallies([(obj.pk, signal.session_id)])
             result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
-            aggs = AggregateStore([obj])
+            aggs = load_aggregates([obj.pk])
             _, effective = core.weights_of(result.outcome, signal)
             aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
             # One pipeline for every write of the signal (rms.store's batched).
@@ -169,8 +155,8 @@ def signal_record(
                 db.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
                 db.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
                 db.insert(SignalRecord, [signal_record_row(obj, result)])
-                tallies.flush()
-                aggs.flush()
+                core.write_tallies(db, tallies.changes())
+                write_aggregates(db, aggs.changes(), {obj.pk: obj.namespace_id})
             answer = signal_answer(result, obj)
             if request_id:
                 idempotency.remember(client, SIGNAL_SCOPE, request_id, body_hash, answer)

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from feedback import aggregates, enqueue, relevance
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
-from feedback.services import AggregateStore, signal_record_row
+from feedback.services import load_aggregates, signal_record_row, write_aggregates
 from rms import gcpause, oplog, policy
 from rms import services as core
 from rms.models import MemoryObject, Namespace, Operation
@@ -208,18 +208,18 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
     """Lock, re-read, re-check, decide and write one chunk; the caller holds the transaction."""
     db = storage()
     objects = db.lock_objects(ids)
-    store = AggregateStore(list(objects.values()))
+    ledger = load_aggregates(objects)
     at = now if now is not None else timezone.now()  # taken under the locks (SPEC §6)
     todo: list[tuple[MemoryObject, aggregates.Aggregate]] = []
     for obj in objects.values():
-        agg = store.get(obj.pk)
+        agg = ledger.get(obj.pk)
         if aggregates.is_sweep_candidate(agg, obj.namespace.ignore_threshold):
             todo.append((obj, agg))
     if not todo:
         return
     streak_sessions = _streak_sessions({obj.pk: agg.unused_streak for obj, agg in todo})
     contexts.load({s for sessions in streak_sessions.values() for s in sessions})
-    tallies = core.TallyStore(())  # a penalty never reads or moves a session tally
+    tallies = policy.TallyLedger()  # a penalty never reads or moves a session tally
     writes = _Writes()
     for obj, agg in todo:
         decision = _check_object(
@@ -232,7 +232,8 @@ def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _C
         db.insert(Operation, writes.ops)
         db.insert(SignalRecord, writes.signals)
         db.update(MemoryObject, writes.objects, OBJECT_FIELDS)
-        store.flush()
+        namespace_of = {pk: obj.namespace_id for pk, obj in objects.items()}
+        write_aggregates(db, ledger.changes(), namespace_of)
 
 
 def _check_object(
@@ -241,7 +242,7 @@ def _check_object(
     sessions: list,
     contexts: _Contexts,
     now: datetime,
-    tallies: core.TallyStore,
+    tallies: policy.TallyLedger,
     writes: _Writes,
 ) -> relevance.SweepDecision:
     ns = obj.namespace

@@ -183,6 +183,46 @@ class SessionTally:
         return f"{actor_id}\x1f{signal_type}"
 
 
+@dataclass
+class TallyChanges:
+    """The session tallies a write moved: ``new`` as (object id, session_id, tally), ``changed``
+    as (stored row's key, object id, session_id, tally)."""
+
+    new: list[tuple]
+    changed: list[tuple]
+
+
+class TallyLedger:
+    """The session tallies of the (object, session_id) pairs a write holds locked: the stored
+    ones ({(object id, session_id): (row key, SessionTally)}) and those it put back, which
+    :meth:`changes` lists. A pair without a stored tally starts from an empty one."""
+
+    def __init__(self, stored: dict | None = None) -> None:
+        self._stored = stored or {}
+        self._put: dict = {}
+
+    def get(self, object_id, session_id: str) -> SessionTally:
+        key = (object_id, session_id)
+        tally = self._put.get(key)
+        if tally is None:
+            found = self._stored.get(key)
+            tally = found[1] if found else SessionTally()
+        return tally
+
+    def put(self, object_id, session_id: str, tally: SessionTally) -> None:
+        self._put[(object_id, session_id)] = tally
+
+    def changes(self) -> TallyChanges:
+        out = TallyChanges([], [])
+        for (object_id, session_id), tally in self._put.items():
+            found = self._stored.get((object_id, session_id))
+            if found is None:
+                out.new.append((object_id, session_id, tally))
+            else:
+                out.changed.append((found[0], object_id, session_id, tally))
+        return out
+
+
 @dataclass(frozen=True)
 class Outcome:
     effect: str

@@ -337,56 +337,47 @@ def object_condition(
 # --- signals (SPEC §2–§5) -------------------------------------------------------------------------
 
 
-class TallyStore:
-    """Per (object, session_id) cap and repeat counters, loaded once and flushed once per write.
-
-    Only used while the objects' row locks are held, so read-modify-write is safe.
-    """
-
-    def __init__(self, pairs: Iterable[tuple]) -> None:
-        pairs = set(pairs)
-        self._rows: dict[tuple, SessionTally] = {}
-        self._dirty: set[tuple] = set()
-        if pairs:
-            object_ids = {p[0] for p in pairs}
-            session_ids = {p[1] for p in pairs}
-            for row in SessionTally.objects.filter(
-                object_id__in=object_ids, session_id__in=session_ids
-            ):
-                self._rows[(row.object_id, row.session_id)] = row
-
-    @classmethod
-    def of_rows(cls, rows: Iterable[SessionTally]) -> TallyStore:
-        """A store of tally rows already read (``feedback.ingest`` reads them with its locks)."""
-        tallies = cls(())
-        for row in rows:
-            tallies._rows[(row.object_id, row.session_id)] = row
-        return tallies
-
-    def get(self, object_id, session_id: str) -> policy.SessionTally:
-        row = self._rows.get((object_id, session_id))
-        if row is None:
-            return policy.SessionTally()
-        return policy.SessionTally(row.gamma_total, dict(row.repeats))
-
-    def put(self, object_id, session_id: str, tally: policy.SessionTally) -> None:
-        key = (object_id, session_id)
-        row = self._rows.get(key)
-        if row is None:
-            row = new_row(
-                SessionTally, id=None, object_id=object_id, session_id=session_id, gamma_total=0.0
+def tally_ledger(rows: Iterable[SessionTally]) -> policy.TallyLedger:
+    """The ledger of tally rows already read (under the objects' locks)."""
+    return policy.TallyLedger(
+        {
+            (row.object_id, row.session_id): (
+                row.pk,
+                policy.SessionTally(row.gamma_total, dict(row.repeats)),
             )
-            self._rows[key] = row
-        row.gamma_total = tally.gamma_total
-        row.repeats = tally.repeats
-        self._dirty.add(key)
+            for row in rows
+        }
+    )
 
-    def flush(self) -> None:
-        rows = [self._rows[k] for k in self._dirty]
-        db = store.get()
-        db.insert(SessionTally, [r for r in rows if r.pk is None])
-        db.update(SessionTally, [r for r in rows if r.pk is not None], ["gamma_total", "repeats"])
-        self._dirty.clear()
+
+def load_tallies(pairs: Iterable[tuple]) -> policy.TallyLedger:
+    """The ledger of these (object id, session_id) pairs, read in one query; only read while
+    the objects' row locks are held, so the write that follows cannot lose an update."""
+    pairs = set(pairs)
+    if not pairs:
+        return policy.TallyLedger()
+    rows = SessionTally.objects.filter(
+        object_id__in={p[0] for p in pairs}, session_id__in={p[1] for p in pairs}
+    )
+    return tally_ledger(row for row in rows if (row.object_id, row.session_id) in pairs)
+
+
+def write_tallies(db: store.Store, changes: policy.TallyChanges) -> None:
+    """Insert the new tallies and update the changed ones."""
+
+    def row(pk, object_id, session_id, tally):
+        return new_row(
+            SessionTally,
+            id=pk,
+            object_id=object_id,
+            session_id=session_id,
+            gamma_total=tally.gamma_total,
+            repeats=tally.repeats,
+        )
+
+    db.insert(SessionTally, [row(None, *change) for change in changes.new])
+    changed = [row(*change) for change in changes.changed]
+    db.update(SessionTally, changed, ["gamma_total", "repeats"])
 
 
 @dataclass
@@ -419,7 +410,7 @@ def weights_of(outcome: policy.Outcome, signal: policy.Signal) -> tuple[float, f
 def signal_ops(
     obj: MemoryObject,
     signal: policy.Signal,
-    tallies: TallyStore,
+    tallies: policy.TallyLedger,
     *,
     extra: dict | None = None,
     payload_json: str | None = None,
