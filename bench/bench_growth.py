@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -305,18 +304,8 @@ def sweep_child(now: datetime) -> dict:
 
 
 def in_child(what: str, now: datetime, runs: int) -> dict:
-    proc = subprocess.run(
-        [common.PYTHON, __file__, "--child", what, "--now", now.isoformat(), "--runs", str(runs)],
-        cwd=ROOT,
-        env=common.bench_env(DB),
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    args = ["--child", what, "--now", now.isoformat(), "--runs", str(runs)]
+    return common.run_child(__file__, *args, db=DB)
 
 
 # --- the plot -----------------------------------------------------------------------------------

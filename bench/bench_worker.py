@@ -22,7 +22,6 @@ import json
 import os
 import random
 import resource
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -232,18 +231,7 @@ def child(kind: str) -> None:
 
 
 def verify_in_child(kind: str) -> dict:
-    proc = subprocess.run(
-        [common.PYTHON, __file__, "--child", kind],
-        cwd=ROOT,
-        env=common.bench_env(DB),
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{kind} failed:\n{proc.stdout}\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return common.run_child(__file__, "--child", kind, db=DB)
 
 
 def verify_round(label: str, rows: list) -> bool:

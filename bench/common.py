@@ -129,6 +129,27 @@ def sql(query: str, params: Sequence = (), db: str = BENCH_DB) -> list[tuple]:
         return conn.execute(query, params).fetchall()
 
 
+def run_child(script: str, *args: str, db: str = BENCH_DB, timeout: float = 3600) -> dict:
+    """Run ``script ARGS`` in a fresh Python process against the benchmark database and return
+    the JSON object its last line of output prints (a measurement isolated from this process's
+    caches and memory); raises with its output when it fails."""
+    proc = subprocess.run(
+        [PYTHON, script, *args],
+        cwd=ROOT,
+        env=bench_env(db),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
+            f"{proc.stderr[-4000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def manage(*args: str, db: str = BENCH_DB, timeout: float = SETUP_TIMEOUT) -> str:
     """``manage.py ARGS`` against the benchmark database; returns stdout, raises on failure."""
     proc = subprocess.run(

@@ -72,15 +72,14 @@ class _Beater:
             connection.close()
 
 
-class RunHeartbeat(_Beater):
-    """A running run's heartbeat, which also stores its progress: ``offer(value)`` hands the
-    value over and the thread writes it at once, on its own connection, so progress is visible
-    even while the domain function is inside a transaction of its own (the rebuild's final
-    write) and the task never waits on the write."""
+class _ProgressHeartbeat(_Beater):
+    """A heartbeat that also stores progress: ``offer(value)`` hands the value over and the
+    thread writes it at once, on its own connection, so progress is visible even while the
+    domain function is inside a transaction of its own (the rebuild's final write) and the task
+    never waits on the write. Subclasses say where it goes (``_write``)."""
 
-    def __init__(self, run_id, every: float | None = None) -> None:
-        super().__init__(f"heartbeat-{run_id}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
-        self.run_id = run_id
+    def __init__(self, name: str, every: float | None = None) -> None:
+        super().__init__(name, every or settings.RMS_TASK_HEARTBEAT_EVERY)
         self._progress: float | None = None
         self._lock = threading.Lock()
 
@@ -95,6 +94,20 @@ class RunHeartbeat(_Beater):
         fields = {"heartbeat_at": timezone.now()}
         if value is not None:
             fields["progress"] = value
+        self._write(fields)
+
+    def _write(self, fields: dict) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class RunHeartbeat(_ProgressHeartbeat):
+    """A running run's heartbeat and progress (an UPDATE guarded by ``state = running``)."""
+
+    def __init__(self, run_id, every: float | None = None) -> None:
+        super().__init__(f"heartbeat-{run_id}", every)
+        self.run_id = run_id
+
+    def _write(self, fields: dict) -> None:
         TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(**fields)
 
 
@@ -133,30 +146,18 @@ def worker_liveness() -> dict:
     }
 
 
-class ChunkHeartbeat(_Beater):
+class ChunkHeartbeat(_ProgressHeartbeat):
     """A running chunk's heartbeat (issue 17), which also stores its progress and moves its
     run's: the run's progress is the mean of its chunks' (never lower than it was: a chunk
     claimed again starts from 0), and the run's heartbeat is touched too, so a run whose chunks
     are alive is never taken for a lost one."""
 
     def __init__(self, chunk_id, run_id, every: float | None = None) -> None:
-        super().__init__(f"heartbeat-chunk-{chunk_id}", every or settings.RMS_TASK_HEARTBEAT_EVERY)
+        super().__init__(f"heartbeat-chunk-{chunk_id}", every)
         self.chunk_id = chunk_id
         self.run_id = run_id
-        self._progress: float | None = None
-        self._lock = threading.Lock()
 
-    def offer(self, value: float) -> None:
-        with self._lock:
-            self._progress = value
-        self.wake()
-
-    def beat(self) -> None:
-        with self._lock:
-            value, self._progress = self._progress, None
-        fields = {"heartbeat_at": timezone.now()}
-        if value is not None:
-            fields["progress"] = value
+    def _write(self, fields: dict) -> None:
         TaskChunk.objects.filter(pk=self.chunk_id, state=TaskChunk.RUNNING).update(**fields)
         run_progress_update(self.run_id)
 
