@@ -129,12 +129,10 @@ def sql(query: str, params: Sequence = (), db: str = BENCH_DB) -> list[tuple]:
         return conn.execute(query, params).fetchall()
 
 
-def run_child(script: str, *args: str, db: str = BENCH_DB, timeout: float = 3600) -> dict:
-    """Run ``script ARGS`` in a fresh Python process against the benchmark database and return
-    the JSON object its last line of output prints (a measurement isolated from this process's
-    caches and memory); raises with its output when it fails."""
+def _run(command: list[str], what: str, db: str, timeout: float) -> str:
+    """Run ``command`` against the benchmark database; its stdout, or an error with its output."""
     proc = subprocess.run(
-        [PYTHON, script, *args],
+        command,
         cwd=ROOT,
         env=bench_env(db),
         capture_output=True,
@@ -144,28 +142,22 @@ def run_child(script: str, *args: str, db: str = BENCH_DB, timeout: float = 3600
     )
     if proc.returncode != 0:
         raise RuntimeError(
-            f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
-            f"{proc.stderr[-4000:]}"
+            f"{what} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout
+
+
+def run_child(script: str, *args: str, db: str = BENCH_DB, timeout: float = 3600) -> dict:
+    """Run ``script ARGS`` in a fresh Python process against the benchmark database and return
+    the JSON object its last line of output prints (a measurement isolated from this process's
+    caches and memory)."""
+    out = _run([PYTHON, script, *args], f"{Path(script).name} {' '.join(args)}", db, timeout)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def manage(*args: str, db: str = BENCH_DB, timeout: float = SETUP_TIMEOUT) -> str:
     """``manage.py ARGS`` against the benchmark database; returns stdout, raises on failure."""
-    proc = subprocess.run(
-        [PYTHON, MANAGE, *args],
-        cwd=ROOT,
-        env=bench_env(db),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"manage.py {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return proc.stdout
+    return _run([PYTHON, MANAGE, *args], f"manage.py {' '.join(args)}", db, timeout)
 
 
 def setup_database(db: str = BENCH_DB) -> None:
