@@ -29,6 +29,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import mul
 from pathlib import Path
 
 from feedback.detection import DEFAULT_SCORER, LexicalScorer, Scorer
@@ -86,22 +87,28 @@ class StaticEmbedding:
 
     def embed(self, text: str) -> list[float] | None:
         """Mean vector of the text's known words, or None when none is known."""
-        total = [0.0] * self.dim
-        known = 0
-        for word in _WORD_RE.findall(text.lower()):
-            i = self.index.get(word)
-            if i is None:
-                continue
-            known += 1
-            row = self.vectors[i * self.dim : (i + 1) * self.dim]
-            total = [a + b for a, b in zip(total, row, strict=True)]
+        total, known = self.embed_sum(text)
         return [v / known for v in total] if known else None
+
+    def embed_sum(self, text: str) -> tuple[list[float], int]:
+        """Sum of the text's known words' vectors (zeros when none) and how many were known.
+        The sum runs column by column in C (``zip(*rows)``): a 2,000-word response in a few ms.
+        """
+        dim, index, vectors = self.dim, self.index, self.vectors
+        rows = [
+            vectors[i * dim : (i + 1) * dim]
+            for i in map(index.get, _WORD_RE.findall(text.lower()))
+            if i is not None
+        ]
+        if not rows:
+            return [0.0] * dim, 0
+        return [sum(col) for col in zip(*rows, strict=True)], len(rows)
 
     @staticmethod
     def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-        dot = sum(x * y for x, y in zip(a, b, strict=True))
-        na = math.sqrt(sum(x * x for x in a))
-        nb = math.sqrt(sum(y * y for y in b))
+        dot = sum(map(mul, a, b))
+        na = math.sqrt(sum(map(mul, a, a)))
+        nb = math.sqrt(sum(map(mul, b, b)))
         return dot / (na * nb) if na and nb else 0.0
 
     def calibrate(self, cosine: float) -> float:
@@ -121,13 +128,21 @@ class EmbeddingScorer:
         self.threshold = self.model.threshold
 
     def _windows(self, response: str) -> list[list[float]]:
+        """Unit vectors of the response's windows of `window_sentences` sentences (windows with
+        no known word are left out). Each sentence is summed once; a window adds its sentences'
+        sums, which has the same direction as the mean of its words."""
         sentences = [s for s in _SENTENCE_RE.split(response) if s.strip()] or [response]
+        sums = [self.model.embed_sum(s) for s in sentences]
         span = min(self.window_sentences, len(sentences))
         out = []
         for i in range(len(sentences) - span + 1):
-            vec = self.model.embed(" ".join(sentences[i : i + span]))
-            if vec is not None:
-                out.append(vec)
+            part = sums[i : i + span]
+            if not any(known for _, known in part):
+                continue
+            vec = [sum(col) for col in zip(*(v for v, _ in part), strict=True)]
+            norm = math.sqrt(sum(map(mul, vec, vec)))
+            if norm:
+                out.append([x / norm for x in vec])
         return out
 
     def score(self, content: str, response: str) -> tuple[float, str]:
@@ -141,7 +156,12 @@ class EmbeddingScorer:
             if mem is None or not windows:
                 results.append((0.0, "embedding: no known words"))
                 continue
-            best = max(self.model.cosine(mem, w) for w in windows)
+            norm = math.sqrt(sum(map(mul, mem, mem)))
+            if not norm:
+                results.append((0.0, "embedding: no known words"))
+                continue
+            unit = [x / norm for x in mem]
+            best = max(sum(map(mul, unit, w)) for w in windows)  # windows are unit vectors
             score = self.model.calibrate(best)
             results.append((score, f"embedding cosine {best:.2f} -> {score:.2f}"))
         return results
