@@ -132,6 +132,10 @@ def logit_design(f: dict[str, np.ndarray], k: int) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timing-runs", type=int, default=5)
+    parser.add_argument(
+        "--ceiling", action="store_true", help="also print the held-out ceiling (a diagnostic)"
+    )
+    parser.add_argument("--static", type=Path, help="a distilled model to include in --ceiling")
     args = parser.parse_args()
     ref_rows, ho_rows = load_rows(REFERENCE_SET), load_rows(HELDOUT_SET)
     t0 = time.perf_counter()
@@ -182,7 +186,70 @@ def main() -> None:
     print(
         line("lexical (default) held-out", as_eval(ho_rows, ho["lex"] >= DEFAULT_SCORER.threshold))
     )
+    if args.ceiling:
+        ceiling(ho_rows, ho, args.static)
     timing(model, ref_rows, args.timing_runs)
+
+
+def ceiling(rows: list[dict], ho: dict[str, np.ndarray], static: Path | None) -> None:
+    """A DIAGNOSTIC, not a result: the best held-out precision that any threshold of a rule
+    reaches with recall >= 0.70. It tells whether a rule could meet the issue's targets at all
+    (a signal problem) or only misses them through its reference-fitted threshold (a tuning
+    problem). No shipped value is chosen from it."""
+    print("\nCEILING (diagnostic; thresholds swept ON THE HELD-OUT SET, so not a claimable figure)")
+    y = ho["y"]
+    rules = {f"combined-w{k} (MiniLM)": ho[f"cos{k}"] for k in (1, 3)}
+    if static is not None:
+        from feedback.embedding import EmbeddingScorer, StaticEmbedding
+
+        scorer = EmbeddingScorer(StaticEmbedding.load(static))
+        cos = []
+        for row in rows:
+            mem = scorer.model.embed(row["memory"])
+            wins = scorer._windows(row["response"])
+            cos.append(max((scorer.model.cosine(mem, w) for w in wins), default=-1) if mem else -1)
+        rules[f"combined ({static.name}, static)"] = np.array(cos)
+    for name, cos in rules.items():
+        best = None
+        for t in [round(0.01 * i, 2) for i in range(-20, 100)]:
+            pred = ((ho["lex"] >= LEX_T) | ((ho["veto"] == 0) & (cos >= t))).astype(float)
+            p, r, _ = prf(pred, y)
+            if r >= 0.70 and (best is None or p > best[0]):
+                best = (p, r, t)
+        if best:
+            print(
+                f"  {name:34} best precision with recall >= 0.70: {best[0]:.3f} (R {best[1]:.3f})"
+            )
+        else:
+            print(f"  {name:34} no threshold reaches recall 0.70")
+    # MiniLM as a precision filter too: lexical REFERENCED only with cosine >= lo, any (lo, hi).
+    for k in (1, 3):
+        cos, best = ho[f"cos{k}"], None
+        grid = [round(0.02 * i, 2) for i in range(-10, 50)]
+        for lo in grid:
+            for hi in grid:
+                pred = ((ho["lex"] >= LEX_T) & (cos >= lo)) | ((ho["veto"] == 0) & (cos >= hi))
+                p, r, _ = prf(pred.astype(float), y)
+                if r >= 0.70 and (best is None or p > best[0]):
+                    best = (p, r)
+        name = f"gated-w{k} (MiniLM, two thresholds)"
+        if best:
+            print(
+                f"  {name:34} best precision with recall >= 0.70: {best[0]:.3f} (R {best[1]:.3f})"
+            )
+        else:
+            print(f"  {name:34} no threshold reaches recall 0.70")
+    # The lexical score alone, any threshold.
+    best = None
+    for t in [round(0.01 * i, 2) for i in range(1, 100)]:
+        p, r, _ = prf((ho["lex"] >= t).astype(float), y)
+        if r >= 0.70 and (best is None or p > best[0]):
+            best = (p, r, t)
+    if best:
+        name = "lexical alone"
+        print(f"  {name:34} best precision with recall >= 0.70: {best[0]:.3f} (R {best[1]:.3f})")
+    else:
+        print(f"  {'lexical alone':34} no threshold reaches recall 0.70")
 
 
 def threads() -> int:
@@ -200,19 +267,20 @@ def timing(model, rows: list[dict], runs: int) -> None:
     text = long_response(rows)
     memories = list(dict.fromkeys(r["memory"] for r in rows))
     mems = [memories[(j * 11) % len(memories)] for j in range(20)]
-    wins = windows(text, 3)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        w = model.encode(wins, normalize_embeddings=True, batch_size=64)
-        m = model.encode(mems, normalize_embeddings=True, batch_size=64)
-        (m @ w.T).max(axis=1)
-        times.append((time.perf_counter() - t0) * 1000)
-    print(
-        f"\nMiniLM latency, {len(text.split())} words ({len(wins)} 3-sentence windows) x 20 "
-        f"memories: median {statistics.median(times):.0f} ms, min {min(times):.0f} ms "
-        f"({runs} runs, CPU, {threads()} threads)"
-    )
+    for k in (1, 3):
+        wins = windows(text, k)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            w = model.encode(wins, normalize_embeddings=True, batch_size=64)
+            m = model.encode(mems, normalize_embeddings=True, batch_size=64)
+            (m @ w.T).max(axis=1)
+            times.append((time.perf_counter() - t0) * 1000)
+        print(
+            f"MiniLM latency, {len(text.split())} words ({len(wins)} {k}-sentence windows) x 20 "
+            f"memories: median {statistics.median(times):.0f} ms, min {min(times):.0f} ms "
+            f"({runs} runs, CPU, {threads()} threads)"
+        )
 
 
 if __name__ == "__main__":
