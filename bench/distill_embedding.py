@@ -81,41 +81,55 @@ def write_model(out: Path, words: list[str], vectors: np.ndarray, cal: dict) -> 
     (out / "config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
 
 
+class _MemoLexical:
+    """The default lexical scorer, memoised: calibration re-scores the same pairs per step."""
+
+    def __init__(self) -> None:
+        from feedback.detection import DEFAULT_SCORER
+
+        self.inner, self.threshold, self.memo = DEFAULT_SCORER, DEFAULT_SCORER.threshold, {}
+
+    def score(self, content: str, response: str) -> tuple[float, str]:
+        return self.score_many([content], response)[0]
+
+    def score_many(self, contents, response):
+        key = (tuple(contents), response)
+        if key not in self.memo:
+            self.memo[key] = self.inner.score_many(contents, response)
+        return self.memo[key]
+
+
 def calibrate(out: Path) -> dict:
-    """Fit the cosine at which the combined scorer says REFERENCED, on the reference set."""
-    from feedback.detection import DEFAULT_SCORER, REFERENCED
-    from feedback.embedding import _VETO, EmbeddingScorer, StaticEmbedding
+    """Fit the cosine at which the combined scorer says REFERENCED, on the reference set: the
+    real CombinedScorer (its vetoes included) at each candidate, max F0.5."""
+    from dataclasses import replace
+
+    from feedback.detection_eval import evaluate, score_rows
+    from feedback.embedding import CombinedScorer, EmbeddingScorer, StaticEmbedding
 
     rows = load_rows(REFERENCE_SET)
-    scorer = EmbeddingScorer(StaticEmbedding.load(out))
-    cos, lex, veto = [], [], []
-    for row in rows:
-        mem = scorer.model.embed(row["memory"])
-        wins = scorer._windows(row["response"])
-        cos.append(max((scorer.model.cosine(mem, w) for w in wins), default=-1.0) if mem else -1.0)
-        s, why = DEFAULT_SCORER.score(row["memory"], row["response"])
-        lex.append(s >= DEFAULT_SCORER.threshold)
-        veto.append(any(v in why for v in _VETO))
-    y = [r["label"] == REFERENCED for r in rows]
+    base, lexical = StaticEmbedding.load(out), _MemoLexical()
+
+    def config(t: float) -> dict:
+        # cosine t maps to the embedding threshold 0.5; CombinedScorer rescales it onto 0.40.
+        return {"threshold": 0.5, "low": round(t - 0.25, 4), "high": round(t + 0.25, 4)}
 
     def f05(t: float) -> tuple[float, float]:
-        pred = [lx or (not vt and c >= t) for lx, vt, c in zip(lex, veto, cos, strict=True)]
-        tp = sum(p and a for p, a in zip(pred, y, strict=True))
-        p = tp / sum(pred) if sum(pred) else 0.0
-        r = tp / sum(y)
+        scorer = CombinedScorer(EmbeddingScorer(replace(base, **config(t))), lexical)
+        ev = evaluate(rows, score_rows(rows, scorer), scorer.threshold)
+        p, r = ev.precision, ev.recall
         return (1.25 * p * r / (0.25 * p + r) if p + r else 0.0), t
 
     t = max(GRID, key=f05)
     print(f"fitted on the reference set: cosine {t:.2f} (F0.5 {f05(t)[0]:.3f})")
-    # cosine t maps to the embedding threshold 0.5; CombinedScorer rescales it onto 0.40.
-    return {"threshold": 0.5, "low": round(t - 0.25, 4), "high": round(t + 0.25, 4)}
+    return config(t)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "models" / "minilm-static")
     parser.add_argument("--vocab", type=int, default=30000)
-    parser.add_argument("--dim", type=int, default=128, help="PCA dimensions (<= 384)")
+    parser.add_argument("--dim", type=int, default=64, help="PCA dimensions (<= 384)")
     parser.add_argument("--sif", type=float, default=1e-4, help="a in a / (a + p(word))")
     parser.add_argument("--min-weight", type=float, default=0.05, help="drop lighter words")
     parser.add_argument("--batch", type=int, default=512)

@@ -32,7 +32,13 @@ from functools import lru_cache
 from operator import mul
 from pathlib import Path
 
-from feedback.detection import DEFAULT_SCORER, LexicalScorer, Scorer
+from feedback.detection import (
+    DEFAULT_SCORER,
+    LexicalScorer,
+    Scorer,
+    retraction_cues,
+    without_quoted_question,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +134,16 @@ class EmbeddingScorer:
         self.threshold = self.model.threshold
 
     def _windows(self, response: str) -> list[list[float]]:
-        """Unit vectors of the response's windows of `window_sentences` sentences (windows with
-        no known word are left out). Each sentence is summed once; a window adds its sentences'
-        sums, which has the same direction as the mean of its words."""
-        sentences = [s for s in _SENTENCE_RE.split(response) if s.strip()] or [response]
+        return [vec for vec, _ in self._window_texts(response)]
+
+    def _window_texts(self, response: str) -> list[tuple[list[float], str]]:
+        """Unit vectors of the response's windows of `window_sentences` sentences, with their
+        text (windows with no known word are left out). The user's question restated in the
+        response is dropped first, as the lexical scorer does (labelling guide U5). Each
+        sentence is summed once; a window adds its sentences' sums, which has the same
+        direction as the mean of its words."""
+        text = without_quoted_question(response)
+        sentences = [s for s in _SENTENCE_RE.split(text) if s.strip(" \t\n.")] or [text]
         sums = [self.model.embed_sum(s) for s in sentences]
         span = min(self.window_sentences, len(sentences))
         out = []
@@ -142,29 +154,37 @@ class EmbeddingScorer:
             vec = [sum(col) for col in zip(*(v for v, _ in part), strict=True)]
             norm = math.sqrt(sum(map(mul, vec, vec)))
             if norm:
-                out.append([x / norm for x in vec])
+                out.append(([x / norm for x in vec], " ".join(sentences[i : i + span])))
         return out
+
+    def best(self, contents: Sequence[str], response: str) -> list[tuple[float | None, str]]:
+        """Per content: the best window's cosine and that window's text (None, "" when the
+        memory or the response has no known word)."""
+        windows = self._window_texts(response)
+        results: list[tuple[float | None, str]] = []
+        for content in contents:
+            mem = self.model.embed(content)
+            norm = math.sqrt(sum(map(mul, mem, mem))) if mem is not None else 0.0
+            if not norm or not windows:
+                results.append((None, ""))
+                continue
+            unit = [x / norm for x in mem]
+            cosines = [sum(map(mul, unit, w)) for w, _ in windows]  # windows are unit vectors
+            at = max(range(len(cosines)), key=cosines.__getitem__)
+            results.append((cosines[at], windows[at][1]))
+        return results
 
     def score(self, content: str, response: str) -> tuple[float, str]:
         return self.score_many([content], response)[0]
 
     def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
-        windows = self._windows(response)
-        results = []
-        for content in contents:
-            mem = self.model.embed(content)
-            if mem is None or not windows:
-                results.append((0.0, "embedding: no known words"))
-                continue
-            norm = math.sqrt(sum(map(mul, mem, mem)))
-            if not norm:
-                results.append((0.0, "embedding: no known words"))
-                continue
-            unit = [x / norm for x in mem]
-            best = max(sum(map(mul, unit, w)) for w in windows)  # windows are unit vectors
-            score = self.model.calibrate(best)
-            results.append((score, f"embedding cosine {best:.2f} -> {score:.2f}"))
-        return results
+        return [self._verdict(cos) for cos, _ in self.best(contents, response)]
+
+    def _verdict(self, cos: float | None) -> tuple[float, str]:
+        if cos is None:
+            return 0.0, "embedding: no known words"
+        score = self.model.calibrate(cos)
+        return score, f"embedding cosine {cos:.2f} -> {score:.2f}"
 
 
 @dataclass
@@ -185,15 +205,32 @@ class CombinedScorer:
 
     def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
         lexical = self.lexical.score_many(contents, response)
-        embedded = self.embedding.score_many(contents, response)
+        embedded = self.embedding.best(contents, response)
         ratio = self.threshold / self.embedding.threshold if self.embedding.threshold else 1.0
         out = []
-        for (lex, lex_reason), (emb, emb_reason) in zip(lexical, embedded, strict=True):
+        for content, (lex, lex_reason), (cos, window) in zip(
+            contents, lexical, embedded, strict=True
+        ):
+            emb, emb_reason = self.embedding._verdict(cos)
             scaled = min(1.0, emb * ratio)
-            if scaled > lex and not any(v in lex_reason for v in _VETO):
-                out.append((scaled, f"{emb_reason} (over {lex_reason})"))
-            else:
+            if scaled <= lex or any(v in lex_reason for v in _VETO):
                 out.append((lex, lex_reason))
+                continue
+            # An embedding cannot see negation: "no longer lives in Berlin" is close to "lives
+            # in Berlin". A passage with a negation or "no longer true" cue that the memory
+            # does not have is not taken as a use on the embedding's word alone.
+            cues = retraction_cues(window) - retraction_cues(content)
+            if cues and scaled >= self.threshold:
+                cue = sorted(cues)[0]
+                out.append(
+                    (
+                        lex,
+                        f"{lex_reason}; {emb_reason} not taken: the closest passage says "
+                        f"'{cue}' where the memory does not, so it may contradict the memory",
+                    )
+                )
+            else:
+                out.append((scaled, f"{emb_reason} (over {lex_reason})"))
         return out
 
 

@@ -76,3 +76,47 @@ def test_no_known_word_in_the_response_scores_zero(tmp_path):
     # a cosine of exactly 1 for the same words, whatever their count
     score, reason = scorer.score("car", "car car car.")
     assert math.isclose(score, 1.0) and reason == "embedding cosine 1.00 -> 1.00"
+
+
+def test_retraction_cues_are_the_no_longer_true_words_not_plain_negation():
+    from feedback.detection import retraction_cues
+
+    text = "You don't live in Berlin anymore; you used to. Jenkins was retired, no longer used."
+    assert retraction_cues(text) == {"anymore", "used to", "retired", "no longer"}
+    assert retraction_cues("Formerly at ACME; she quit and stopped.") == {
+        "formerly",
+        "quit",
+        "stopped",
+    }
+    # Plain negation is how rules are applied as often as how memories are denied.
+    assert retraction_cues("A lentil dish without meat, not fried, no dairy, never spicy.") == set()
+
+
+def test_combined_scorer_does_not_lift_a_no_longer_true_passage(tmp_path):
+    from feedback.detection import DEFAULT_SCORER, DetectionInput, analyse
+    from feedback.embedding import CombinedScorer
+
+    combined = CombinedScorer(EmbeddingScorer(_model(tmp_path)))
+    memory = DetectionInput("m", "Likes lentil soup.")
+    # The embedding alone is sure (same words); the lexical scorer is not asked to decide here
+    # because its threshold is raised out of reach for this test.
+    strict = CombinedScorer(EmbeddingScorer(_model(tmp_path)), type(DEFAULT_SCORER)(threshold=0.99))
+    (used,) = analyse("Lentil soup tonight, as usual.", [memory], strict)
+    assert used.signal_type == "REFERENCED" and used.reason.startswith("embedding cosine")
+    (over,) = analyse("Lentil soup is no longer on your list.", [memory], strict)
+    assert over.signal_type == "UNUSED"
+    assert "may contradict the memory" in over.reason and "'no longer'" in over.reason
+    # The memory's own cue is not held against the response ("used to" in both).
+    past = DetectionInput("p", "Used to like lentil soup.")
+    (agree,) = analyse("You used to like lentil soup.", [past], strict)
+    assert agree.signal_type == "REFERENCED"
+    assert combined.threshold == DEFAULT_SCORER.threshold
+
+
+def test_the_quoted_user_question_is_dropped_before_embedding(tmp_path):
+    scorer = EmbeddingScorer(_model(tmp_path))
+    # Only the restated question shares the memory's words: nothing is left to match.
+    score, reason = scorer.score("jazz playlist", 'You asked: "Any jazz playlist?" Car soup.')
+    assert reason.startswith("embedding cosine") and score < 0.2
+    score, _ = scorer.score("jazz playlist", "Any jazz playlist? Car soup.")
+    assert score > 0.6
