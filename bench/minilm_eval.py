@@ -35,7 +35,12 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from feedback.detection import DEFAULT_SCORER, REFERENCED  # noqa: E402
+from feedback.detection import (  # noqa: E402
+    DEFAULT_SCORER,
+    REFERENCED,
+    retraction_cues,
+    without_quoted_question,
+)
 from feedback.detection_eval import (  # noqa: E402
     HELDOUT_SET,
     REFERENCE_SET,
@@ -76,23 +81,31 @@ def features(model, rows: list[dict]) -> dict[str, np.ndarray]:
         "y": np.array([r["label"] == REFERENCED for r in rows], dtype=float),
     }
     mem = model.encode([r["memory"] for r in rows], normalize_embeddings=True, batch_size=64)
-    for k in WINDOWS:
-        texts, owner = [], []
-        for i, r in enumerate(rows):
-            for w in windows(r["response"], k):
-                texts.append(w)
-                owner.append(i)
-        emb = model.encode(texts, normalize_embeddings=True, batch_size=64)
-        best = np.full(len(rows), -1.0)
-        for j, i in enumerate(owner):
-            best[i] = max(best[i], float(emb[j] @ mem[i]))
-        out[f"cos{k}"] = best
+    for prefix, clean in (("", False), ("q", True)):
+        for k in WINDOWS:
+            texts, owner = [], []
+            for i, r in enumerate(rows):
+                response = without_quoted_question(r["response"]) if clean else r["response"]
+                for w in windows(response, k):
+                    texts.append(w)
+                    owner.append(i)
+            emb = model.encode(texts, normalize_embeddings=True, batch_size=64)
+            best = np.full(len(rows), -1.0)
+            cue = np.zeros(len(rows))
+            for j, i in enumerate(owner):
+                c = float(emb[j] @ mem[i])
+                if c > best[i]:
+                    best[i] = c
+                    cue[i] = bool(retraction_cues(texts[j]) - retraction_cues(rows[i]["memory"]))
+            out[f"{prefix}cos{k}"] = best
+            if clean:
+                out[f"qcue{k}"] = cue
     return out
 
 
 def cached_features(model, rows: list[dict], name: str) -> dict[str, np.ndarray]:
     """features(), cached under --cache (keyed by the set's name and size)."""
-    path = CACHE / f"minilm_{name}_{len(rows)}.npz"
+    path = CACHE / f"minilm2_{name}_{len(rows)}.npz"
     if path.exists():
         return dict(np.load(path))
     f = features(model, rows)
@@ -157,6 +170,16 @@ def main() -> None:
         tc = max(GRID, key=lambda t: (prf(combined(ref, t, cos_r).astype(float), ref["y"])[2], t))
         print(line(f"combined-w{k} ref (t={tc:.2f})", as_eval(ref_rows, combined(ref, tc, cos_r))))
         print(line(f"combined-w{k} held-out", as_eval(ho_rows, combined(ho, tc, cos_h))))
+        # The product path's rules too: quoted question dropped, no lift over a "no longer"
+        # cue that the memory lacks (feedback/embedding.py CombinedScorer).
+        q_r, q_h = ref[f"qcos{k}"], ho[f"qcos{k}"]
+
+        def ruled(f, t, cos):
+            return (f["lex"] >= LEX_T) | ((f["veto"] == 0) & (f[f"qcue{k}"] == 0) & (cos >= t))  # noqa: B023
+
+        tq = max(GRID, key=lambda t: (prf(ruled(ref, t, q_r).astype(float), ref["y"])[2], t))
+        print(line(f"combined+rules-w{k} ref (t={tq:.2f})", as_eval(ref_rows, ruled(ref, tq, q_r))))
+        print(line(f"combined+rules-w{k} held-out", as_eval(ho_rows, ruled(ho, tq, q_h))))
         from sklearn.linear_model import LogisticRegression
 
         clf = LogisticRegression(C=1.0, max_iter=1000).fit(logit_design(ref, k), ref["y"])
@@ -208,7 +231,7 @@ def ceiling(rows: list[dict], ho: dict[str, np.ndarray], static: Path | None) ->
             mem = scorer.model.embed(row["memory"])
             wins = scorer._windows(row["response"])
             cos.append(max((scorer.model.cosine(mem, w) for w in wins), default=-1) if mem else -1)
-        rules[f"combined ({static.name}, static)"] = np.array(cos)
+        rules[f"combined ({static.name}, static, veto only)"] = np.array(cos)
     for name, cos in rules.items():
         best = None
         for t in [round(0.01 * i, 2) for i in range(-20, 100)]:
