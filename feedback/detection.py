@@ -571,6 +571,36 @@ def _strip_quoted_question(text: str) -> str:
     return "".join(out)
 
 
+def without_quoted_question(text: str) -> str:
+    """The response as the analyser reads it: restatements of the user's question dropped.
+    Public for other scorers (feedback/embedding.py), so that the rule lives here only."""
+    return _strip_quoted_question(text.replace("’", "'").replace("‘", "'"))
+
+
+_RETRACTION_WORD_RE = re.compile(r"[a-z]+")
+_RETRACTION_WORDS = _NEGATION_VERBS | _PAST_CUES | _POSTFIX_CUES | _CHANGE_VERBS
+
+
+def retraction_cues(text: str) -> frozenset[str]:
+    """The "no longer true" cue words in a text: "no longer", "anymore", "used to", "formerly",
+    "previously", "stopped", "quit", "retired", "replaced"... (the cue lists of the lexical
+    contradiction check, without its scopes). Plain negation ("not", "no", "without") is left
+    out on purpose: it is as often how a rule is applied ("a dish without meat") as how a memory
+    is denied. A scorer that cannot see negation (an embedding) uses this to refuse a match
+    whose passage says a state is over when the memory does not."""
+    text = text.lower().replace("’", "'")
+    words = _RETRACTION_WORD_RE.findall(text)
+    found = set()
+    for prev, low in zip(["", *words], words, strict=False):
+        if low in _RETRACTION_WORDS:
+            found.add(low)
+        elif low == "to" and prev == "used":
+            found.add("used to")
+        elif low == "longer" and prev == "no":
+            found.add("no longer")
+    return frozenset(found)
+
+
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
