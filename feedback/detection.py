@@ -888,6 +888,7 @@ class _Response:
     names_at: dict[int, frozenset[str]]  # sentence -> keys of the names in it
     others_at: dict[int, frozenset[str]]  # sentence -> other people ("Bob's", "your friend")
     quoted: bool  # a restatement of the user's question was dropped
+    numbers_at: dict[int, frozenset[str]]  # sentence -> keys of the numbers in it
 
 
 @dataclass(frozen=True, slots=True)
@@ -896,6 +897,7 @@ class _Memory:
     pairs: tuple[tuple[str, str], ...]  # adjacent non-generic terms, unordered
     facts: tuple[_Memory, ...] = ()  # its clauses, when it states several facts
     subject: str | None = None  # "user", a possessor's key ("alice"), or None
+    cues: frozenset[str] = frozenset()  # its own "no longer true" cues (retraction_cues)
 
 
 # A match: credit in [0, 1] (1.0 = exact) and where it occurred: {sentence: bits}.
@@ -976,9 +978,12 @@ def _prepare_response(response: str) -> _Response:
         if len(window) > _PAIR_WINDOW:
             del window[0]
     names: dict[int, set[str]] = {}
+    numbers: dict[int, set[str]] = {}
     for tok, sentence in zip(parsed.tokens, parsed.sentences, strict=True):
         if tok.proper and tok.weight == _W_PROPER and tok.key not in _DAY_STEMS:
             names.setdefault(sentence, set()).add(tok.key)
+        if tok.cls in (_NUM, _ID) and _is_numeric(tok):
+            numbers.setdefault(sentence, set()).add(tok.key)
     return _Response(
         occurrences,
         frozenset(proper),
@@ -989,6 +994,7 @@ def _prepare_response(response: str) -> _Response:
         {s: frozenset(v) for s, v in names.items()},
         _entities(norm, parsed.sentence_starts),
         norm is not normalised,
+        {s: frozenset(v) for s, v in numbers.items()},
     )
 
 
@@ -1046,7 +1052,47 @@ def _prepare_memory(content: str) -> _Memory:
         subject = "user" if m.group(1).lower() in _USER_WORDS else _stem(m.group(1).lower())
     elif _USER_RE.search(content):
         subject = "user"
-    return _Memory(mem.terms, mem.pairs, mem.facts, subject)
+    return _Memory(mem.terms, mem.pairs, mem.facts, subject, retraction_cues(content))
+
+
+class LexicalFeatures(NamedTuple):
+    """What the lexical scorer measured for one (memory, response) pair.
+
+    `score` and `reason` are its verdict; the rest are the sub-scores and flags behind it, all
+    taken in the best window: coverage and proximity of the whole memory, the best clause's base
+    score, the share of the memory's distinctive weight matched, the weight of its heaviest
+    unmatched distinctive term, and the checks that fired."""
+
+    score: float
+    reason: str
+    coverage: float = 0.0
+    proximity: float = 0.0
+    clause: float = 0.0
+    core_share: float = 0.0
+    missing_weight: float = 0.0
+    core_terms: int = 0
+    core_matched: int = 0
+    contradiction: bool = False
+    conflict: bool = False
+    different_numbers: bool = False
+    single_term: bool = False
+    anchored: bool = False
+    retraction: bool = False  # a "no longer true" cue in the window that the memory lacks
+    memory_negated: bool = False
+    quoted: bool = False
+    other_number: bool = False  # a memory number is missing and the window has another one
+    first_missing: bool = False  # the memory's first distinctive term is not in the window
+    unaddressed: bool = False  # a memory about the user, a window that never says "you"
+    negation_dropped: bool = False  # the memory's negated terms appear only un-negated
+    cue_dropped: bool = False  # the memory's "no longer true" cue is not in the window
+    impersonal: bool = False  # the window never says "you", "your", "we", "our", "us"
+
+
+_YOU_RE = re.compile(r"\b(?:you|your|yours|we|our|ours|us)\b")
+
+
+def _empty_features(reason: str, quoted: bool = False) -> LexicalFeatures:
+    return LexicalFeatures(0.0, reason, quoted=quoted)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1149,17 +1195,30 @@ class LexicalScorer:
             bits |= where.get(s, 0)
         return (credit, bits) if bits else (0.0, 0)
 
+    def features_many(self, contents: Sequence[str], response: str) -> list[LexicalFeatures]:
+        """The score, reason and the sub-scores and flags behind them, one per content (for
+        scorers fitted on top of this one, feedback/detection_model.py)."""
+        prepared = _prepare_response(response)
+        return [self._analyse(_prepare_memory(c), prepared) for c in contents]
+
     def _score(self, mem: _Memory, resp: _Response) -> tuple[float, str]:
+        features = self._analyse(mem, resp)
+        return features.score, features.reason
+
+    def _analyse(self, mem: _Memory, resp: _Response) -> LexicalFeatures:
         if not mem.terms:
-            return 0.0, "no content terms in the memory"
+            return _empty_features("no content terms in the memory")
         matches = {t.key: self._match(t, resp) for t in mem.terms}
         if not any(credit for credit, _ in matches.values()):
-            return 0.0, "no shared content terms"
+            return _empty_features("no shared content terms", quoted=resp.quoted)
         window = self._window(mem.terms, matches)
-        score, detail, notes = self._base(mem, resp, matches, window)
+        score, detail, notes, coverage, proximity = self._base(mem, resp, matches, window)
+        flags = set(notes)
+        clause = 0.0
         for i, fact in enumerate(mem.facts, start=1):
             fact_window = self._window(fact.terms, matches)
-            fact_score, fact_detail, fact_notes = self._base(fact, resp, matches, fact_window)
+            fact_score, fact_detail, fact_notes, _, _ = self._base(fact, resp, matches, fact_window)
+            clause = max(clause, fact_score)
             if self.fact_factor * fact_score > score:
                 score = self.fact_factor * fact_score
                 detail = f"clause {i}/{len(mem.facts)}: {fact_detail}"
@@ -1167,20 +1226,36 @@ class LexicalScorer:
         # Contradiction: the response negates what the memory asserts ("Alice prefers Python"
         # vs "Alice does not use Python anymore"). A negated memory restated positively is not
         # checked: rules are usually applied by naming the alternative ("a PR, not main").
-        matched_w = contradicted_w = 0.0
+        matched_w = contradicted_w = flipped_w = negated_w = 0.0
+        core_total = missing = 0.0
+        core = core_matched = 0
         for term in mem.terms:
             credit, bits = self._local(matches[term.key], window)
-            if credit and term.cls not in (_GENERIC, _UNIT):
+            if term.cls in (_GENERIC, _UNIT):
+                continue
+            core += 1
+            core_total += term.weight
+            if credit:
+                core_matched += 1
                 matched_w += term.weight * credit
                 if not term.negated and bits == _NEG:
                     contradicted_w += term.weight * credit
+                if term.negated:
+                    negated_w += term.weight * credit
+                    if bits == _POS:
+                        flipped_w += term.weight * credit
+            else:
+                missing = max(missing, term.weight)
+        contradiction = conflict = False
         if matched_w and contradicted_w / matched_w >= self.contradiction_share:
             score *= self.contradiction_factor
+            contradiction = True
             notes = [*notes, "contradicts the memory: negated or no longer true in the response"]
         elif window is not None and score >= self.threshold * self.conflict_factor:
             note = self._conflict(mem, resp, matches, window)
             if note:
                 score *= self.conflict_factor
+                conflict = True
                 notes = [*notes, note]
         if resp.quoted:
             notes = [*notes, "the quoted user question was ignored"]
@@ -1189,7 +1264,50 @@ class LexicalScorer:
         reason = f"lexical {score:.2f} {verdict} {self.threshold:.2f}: {detail}"
         if notes:
             reason += "; " + "; ".join(notes)
-        return score, reason
+        retraction = other_number = unaddressed = cue_dropped = impersonal = False
+        first_missing = True
+        if window is not None:
+            starts = resp.sentence_starts
+            end = window + self.window_sentences
+            passage = resp.text[starts[window] : starts[end] if end < len(starts) else None]
+            cues = retraction_cues(passage)
+            retraction = bool(cues - mem.cues)
+            cue_dropped = bool(mem.cues - cues)
+            addressed = _YOU_RE.search(passage) is not None
+            unaddressed = mem.subject == "user" and not addressed
+            impersonal = not addressed
+            keys = {t.key for t in mem.terms}
+            numbers_in = set().union(*(resp.numbers_at.get(s, ()) for s in range(window, end)))
+            other_number = bool(numbers_in - keys) and any(
+                _is_numeric(t) and not self._local(matches[t.key], window)[0] for t in mem.terms
+            )
+            first = next((t for t in mem.terms if t.cls not in (_GENERIC, _UNIT)), None)
+            first_missing = first is not None and not self._local(matches[first.key], window)[0]
+        return LexicalFeatures(
+            score=score,
+            reason=reason,
+            coverage=coverage,
+            proximity=proximity,
+            clause=clause,
+            core_share=matched_w / core_total if core_total else 0.0,
+            missing_weight=missing,
+            core_terms=core,
+            core_matched=core_matched,
+            contradiction=contradiction,
+            conflict=conflict,
+            different_numbers="different numbers" in flags,
+            single_term="single shared term" in flags,
+            anchored="exact identifier/number match" in flags,
+            retraction=retraction,
+            memory_negated=any(t.negated for t in mem.terms),
+            quoted=resp.quoted,
+            other_number=other_number,
+            first_missing=first_missing,
+            unaddressed=unaddressed,
+            negation_dropped=negated_w > 0 and flipped_w / negated_w >= self.contradiction_share,
+            cue_dropped=cue_dropped,
+            impersonal=impersonal,
+        )
 
     def _conflict(
         self, mem: _Memory, resp: _Response, matches: dict[str, _Match], window: int
@@ -1224,7 +1342,8 @@ class LexicalScorer:
         resp: _Response,
         matches: dict[str, _Match],
         window: int | None,
-    ) -> tuple[float, str, list[str]]:
+    ) -> tuple[float, str, list[str], float, float]:
+        """(score, detail, notes, coverage, proximity) of one memory (or clause) in a window."""
         total = matched_w = 0.0
         matched: list[str] = []
         support = distinctive = mem_numbers = numbers_matched = 0
@@ -1249,7 +1368,7 @@ class LexicalScorer:
         coverage = matched_w / total
         shown = ", ".join(matched[:6]) + (", ..." if len(matched) > 6 else "")
         detail = f"matched {len(matched)}/{len(mem.terms)} terms ({shown})"
-        score = coverage
+        score = proximity = coverage
         if mem.pairs:
             near = sum(1 for p in mem.pairs if p in resp.pairs)
             proximity = near / len(mem.pairs)
@@ -1257,7 +1376,7 @@ class LexicalScorer:
             detail += f", near pairs {near}/{len(mem.pairs)}"
         notes: list[str] = []
         if not support and not anchored:
-            return 0.0, detail, ["only common words matched"]
+            return 0.0, detail, ["only common words matched"], coverage, proximity
         if distinctive >= 2 and support < 2 and not anchored:
             score *= self.single_term_factor
             notes.append("single shared term")
@@ -1267,7 +1386,7 @@ class LexicalScorer:
         if anchored and score < self.anchor_score:
             score = self.anchor_score
             notes.append("exact identifier/number match")
-        return score, detail, notes
+        return score, detail, notes, coverage, proximity
 
 
 DEFAULT_SCORER = LexicalScorer()

@@ -1,0 +1,148 @@
+"""A calibrated response-analysis scorer: logistic regression over the lexical scorer's features.
+
+`LexicalScorer` (feedback/detection.py) reduces a (memory, response) pair to one hand-built score.
+`FittedScorer` keeps everything it measures — that score, the coverage and proximity of the
+memory in its best window, the best clause, the share of distinctive weight matched, the weight
+of the heaviest distinctive term that is missing, and the checks that fired (contradiction,
+another entity or value, different numbers, single shared term, exact anchor, a "no longer true"
+cue the memory lacks, a negative memory, a dropped quoted question) — and combines them with
+weights fitted by logistic regression on the two tuning sets (feedback/data/detection_reference
+.jsonl and detection_tuning2.jsonl). The output is a probability-like score in [0, 1].
+
+A contradiction found by the lexical checks is a veto: the score is capped below the threshold,
+and the reason keeps the lexical "contradicts the memory" note (a contradiction is not a use).
+
+The coefficients below are written by `bench/fit_detection.py` (reproducible: no randomness
+other than a fixed-seed fold split); do not edit them by hand. Pure module: stdlib only, no
+Django, deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from feedback.detection import LexicalFeatures, LexicalScorer
+
+#: Names of the model's inputs, in the order of `feature_vector` and `COEFFICIENTS`.
+FEATURES = (
+    "lexical_score",
+    "coverage",
+    "proximity",
+    "clause",
+    "core_share",
+    "missing_weight",
+    "log_core_terms",
+    "different_numbers",
+    "single_term",
+    "anchored",
+    "retraction",
+    "memory_negated_x_score",
+    "quoted",
+    "other_number_x_score",
+    "first_missing",
+    "unaddressed",
+    "negation_dropped",
+    "cue_dropped",
+    "impersonal",
+)
+
+
+def feature_vector(f: LexicalFeatures, response_words: int) -> tuple[float, ...]:
+    """The model's inputs for one pair (see FEATURES)."""
+    return (
+        f.score,
+        f.coverage,
+        f.proximity,
+        f.clause,
+        f.core_share,
+        f.missing_weight,
+        math.log1p(f.core_terms),
+        float(f.different_numbers),
+        float(f.single_term),
+        float(f.anchored),
+        float(f.retraction),
+        f.score * f.memory_negated,
+        float(f.quoted),
+        f.score * f.other_number,
+        float(f.first_missing),
+        float(f.unaddressed),
+        float(f.negation_dropped),
+        float(f.cue_dropped),
+        float(f.impersonal),
+    )
+
+
+def vetoed(f: LexicalFeatures) -> bool:
+    """Decided by rule, not by the model: a lexical contradiction (negated, no longer true, or
+    a conflicting name or entity), or nothing distinctive shared at all (lexical score 0)."""
+    return f.contradiction or f.conflict or f.score <= 0.0
+
+
+# --- fitted by bench/fit_detection.py: BEGIN -------------------------------------------------
+# bench/fit_detection.py --folds 5 --seed 18 --l2 1.0 --target 0.85: 640 pairs
+INTERCEPT = 0.608281
+COEFFICIENTS = (
+    2.255409,  # lexical_score
+    1.933234,  # coverage
+    -2.278009,  # proximity
+    0.218202,  # clause
+    -0.239081,  # core_share
+    -0.423767,  # missing_weight
+    0.047494,  # log_core_terms
+    -0.921976,  # different_numbers
+    -0.453633,  # single_term
+    1.550007,  # anchored
+    -0.848391,  # retraction
+    2.578739,  # memory_negated_x_score
+    1.294863,  # quoted
+    -1.182518,  # other_number_x_score
+    0.120832,  # first_missing
+    -0.646843,  # unaddressed
+    -2.429045,  # negation_dropped
+    -1.432354,  # cue_dropped
+    -1.638192,  # impersonal
+)
+THRESHOLD = 0.71
+MATCHED_RECALL_THRESHOLD = 0.63
+# --- fitted by bench/fit_detection.py: END ---------------------------------------------------
+
+#: The score of a vetoed pair is capped here (below any threshold this model is used with).
+VETO_CAP = 0.05
+
+
+def probability(
+    x: Sequence[float],
+    intercept: float = INTERCEPT,
+    coefficients: Sequence[float] = COEFFICIENTS,
+) -> float:
+    z = intercept + sum(w * v for w, v in zip(coefficients, x, strict=True))
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@dataclass(frozen=True)
+class FittedScorer:
+    """Logistic regression over `LexicalScorer` features; REFERENCED when score >= threshold."""
+
+    threshold: float = THRESHOLD
+    lexical: LexicalScorer = field(default_factory=LexicalScorer)
+    intercept: float = INTERCEPT
+    coefficients: tuple[float, ...] = COEFFICIENTS
+
+    def score(self, content: str, response: str) -> tuple[float, str]:
+        return self.score_many([content], response)[0]
+
+    def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
+        words = len(response.split())
+        out = []
+        for f in self.lexical.features_many(contents, response):
+            p = probability(feature_vector(f, words), self.intercept, self.coefficients)
+            if vetoed(f):
+                p = min(p, VETO_CAP)
+            verdict = ">=" if p >= self.threshold else "<"
+            out.append((p, f"fitted {p:.2f} {verdict} {self.threshold:.2f} ({f.reason})"))
+        return out
