@@ -41,14 +41,15 @@ if str(ROOT) not in sys.path:
 
 from feedback.detection import REFERENCED, LexicalScorer  # noqa: E402
 from feedback.detection_eval import DATA, load_rows, wilson  # noqa: E402
-from feedback.detection_model import FEATURES, VETO_CAP, feature_vector, vetoed  # noqa: E402
+from feedback.detection_model import FEATURES, apply_veto, feature_vector, vetoed  # noqa: E402
 
 MODEL = ROOT / "feedback" / "detection_model.py"
 SETS = ("detection_reference.jsonl", "detection_tuning2.jsonl")
 GRID = [round(0.01 * i, 2) for i in range(1, 100)]
 
 
-def featurise(rows: list[dict], embedding: Path | None) -> tuple[list[list[float]], list[bool]]:
+def featurise(rows: list[dict], embedding: Path | None) -> tuple[list[list[float]], list]:
+    """Feature vectors, and per row its lexical features when a veto decides it (else None)."""
     lexical = LexicalScorer()
     emb = None
     if embedding:
@@ -58,12 +59,12 @@ def featurise(rows: list[dict], embedding: Path | None) -> tuple[list[list[float
     xs, vetoes = [], []
     for row in rows:
         (f,) = lexical.features_many([row["memory"]], row["response"])
-        x = list(feature_vector(f, len(row["response"].split())))
+        x = list(feature_vector(f))
         if emb is not None:
             ((cos, _),) = emb.best([row["memory"]], row["response"])
             x.append(cos or 0.0)
         xs.append(x)
-        vetoes.append(vetoed(f))
+        vetoes.append(f if vetoed(f) else None)
     return xs, vetoes
 
 
@@ -92,7 +93,7 @@ def fit(xs, ys, l2: float, vetoes=None) -> tuple[float, list[float]]:
     """Intercept and raw-scale coefficients; the penalty applies to standardised features.
     Rows decided by a veto (`vetoes`) are left out: the model only ranks the others."""
     if vetoes is not None:
-        kept = [i for i, v in enumerate(vetoes) if not v]
+        kept = [i for i, v in enumerate(vetoes) if v is None]
         xs, ys = [xs[i] for i in kept], [ys[i] for i in kept]
     d = len(xs[0])
     mean = [sum(x[j] for x in xs) / len(xs) for j in range(d)]
@@ -132,7 +133,7 @@ def predict(model: tuple[float, list[float]], xs, vetoes) -> list[float]:
     out = []
     for x, v in zip(xs, vetoes, strict=True):
         p = sigmoid(b + sum(c * a for c, a in zip(coef, x, strict=True)))
-        out.append(min(p, VETO_CAP) if v else p)
+        out.append(p if v is None else apply_veto(p, v))
     return out
 
 
@@ -258,7 +259,8 @@ def main() -> None:
     fold = folds(rows, k, args.seed)
     print(f"{n} tuning pairs ({sum(ys)} REFERENCED), {len(xs[0])} features, {k} folds")
     print(f"L2 penalty {args.l2} on standardised features, target precision {args.target}")
-    print(f"{sum(vetoes)} pairs decided by a veto (lexical contradiction / conflict / score 0)")
+    decided = sum(v is not None for v in vetoes)
+    print(f"{decided} pairs decided by a veto (lexical contradiction, conflict or score 0)")
     views = (
         ("pooled", [True] * n),
         ("reference only", [not b for b in blind]),

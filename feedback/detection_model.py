@@ -9,8 +9,15 @@ cue the memory lacks, a negative memory, a dropped quoted question) — and comb
 weights fitted by logistic regression on the two tuning sets (feedback/data/detection_reference
 .jsonl and detection_tuning2.jsonl). The output is a probability-like score in [0, 1].
 
-A contradiction found by the lexical checks is a veto: the score is capped below the threshold,
-and the reason keeps the lexical "contradicts the memory" note (a contradiction is not a use).
+Two rules decide before the model does: a contradiction found by the lexical checks caps the
+score below any threshold (the reason keeps the lexical "contradicts the memory" note: a
+contradiction is not a use), and a pair with nothing distinctive in common (lexical score 0)
+scores 0. The model is fitted on the other pairs only.
+
+Two thresholds are fitted (docs/DETECTION.md, "round 3"): THRESHOLD, the lowest whose
+cross-validated precision reaches 0.85 on the tuning data, and MATCHED_RECALL_THRESHOLD, where
+its recall equals the lexical default's. The lexical scorer stays the service default: on the
+held-out set this model has higher precision but lower recall (see the docs).
 
 The coefficients below are written by `bench/fit_detection.py` (reproducible: no randomness
 other than a fixed-seed fold split); do not edit them by hand. Pure module: stdlib only, no
@@ -49,7 +56,7 @@ FEATURES = (
 )
 
 
-def feature_vector(f: LexicalFeatures, response_words: int) -> tuple[float, ...]:
+def feature_vector(f: LexicalFeatures) -> tuple[float, ...]:
     """The model's inputs for one pair (see FEATURES)."""
     return (
         f.score,
@@ -74,10 +81,22 @@ def feature_vector(f: LexicalFeatures, response_words: int) -> tuple[float, ...]
     )
 
 
+#: The score of a contradicted pair is capped here (below any threshold this model is used with).
+VETO_CAP = 0.05
+
+
 def vetoed(f: LexicalFeatures) -> bool:
     """Decided by rule, not by the model: a lexical contradiction (negated, no longer true, or
     a conflicting name or entity), or nothing distinctive shared at all (lexical score 0)."""
     return f.contradiction or f.conflict or f.score <= 0.0
+
+
+def apply_veto(p: float, f: LexicalFeatures) -> float:
+    """The model's probability after the vetoes: 0 when nothing distinctive is shared, at most
+    VETO_CAP for a lexical contradiction, unchanged otherwise."""
+    if f.score <= 0.0:
+        return 0.0
+    return min(p, VETO_CAP) if vetoed(f) else p
 
 
 # --- fitted by bench/fit_detection.py: BEGIN -------------------------------------------------
@@ -108,9 +127,6 @@ THRESHOLD = 0.71
 MATCHED_RECALL_THRESHOLD = 0.63
 # --- fitted by bench/fit_detection.py: END ---------------------------------------------------
 
-#: The score of a vetoed pair is capped here (below any threshold this model is used with).
-VETO_CAP = 0.05
-
 
 def probability(
     x: Sequence[float],
@@ -137,12 +153,10 @@ class FittedScorer:
         return self.score_many([content], response)[0]
 
     def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
-        words = len(response.split())
         out = []
         for f in self.lexical.features_many(contents, response):
-            p = probability(feature_vector(f, words), self.intercept, self.coefficients)
-            if vetoed(f):
-                p = min(p, VETO_CAP)
+            p = probability(feature_vector(f), self.intercept, self.coefficients)
+            p = apply_veto(p, f)
             verdict = ">=" if p >= self.threshold else "<"
             out.append((p, f"fitted {p:.2f} {verdict} {self.threshold:.2f} ({f.reason})"))
         return out
