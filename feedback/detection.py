@@ -1202,10 +1202,12 @@ class LexicalScorer:
         return [self._analyse(_prepare_memory(c), prepared) for c in contents]
 
     def _score(self, mem: _Memory, resp: _Response) -> tuple[float, str]:
-        features = self._analyse(mem, resp)
+        features = self._analyse(mem, resp, extras=False)
         return features.score, features.reason
 
-    def _analyse(self, mem: _Memory, resp: _Response) -> LexicalFeatures:
+    def _analyse(self, mem: _Memory, resp: _Response, extras: bool = True) -> LexicalFeatures:
+        """The score and reason, and (with `extras`) the window checks only a fitted model
+        reads: "no longer" cues, "you" in the window, other numbers, the first term."""
         if not mem.terms:
             return _empty_features("no content terms in the memory")
         matches = {t.key: self._match(t, resp) for t in mem.terms}
@@ -1266,7 +1268,7 @@ class LexicalScorer:
             reason += "; " + "; ".join(notes)
         retraction = other_number = unaddressed = cue_dropped = impersonal = False
         first_missing = True
-        if window is not None:
+        if extras and window is not None:
             starts = resp.sentence_starts
             end = window + self.window_sentences
             passage = resp.text[starts[window] : starts[end] if end < len(starts) else None]
