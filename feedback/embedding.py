@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "rms-static-embedding/1"
 ENV_VAR = "RMS_EMBEDDING_MODEL"
+SCORER_VAR = "RMS_DETECTION_SCORER"
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?\n])\s+")
 _VETO = ("contradicts", "different entity", "different numbers")
@@ -235,13 +236,23 @@ class CombinedScorer:
 
 
 def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
-    """The combined scorer when RMS_EMBEDDING_MODEL names a model directory, else the lexical
-    default. A configured directory that is not a valid model raises EmbeddingModelError:
-    a misconfiguration should be seen, not silently ignored."""
-    path = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
-    if not path:
-        return DEFAULT_SCORER
-    return CombinedScorer(EmbeddingScorer(StaticEmbedding.load(path)))
+    """The combined scorer when RMS_EMBEDDING_MODEL names a model directory; else the fitted
+    combination when RMS_DETECTION_SCORER is ``fitted`` (higher held-out precision, lower
+    recall: docs/DETECTION.md); else the lexical default. A configured directory that is not a
+    valid model, or an unknown scorer name, raises EmbeddingModelError: a misconfiguration
+    should be seen, not silently ignored."""
+    environ = os.environ if environ is None else environ
+    path = environ.get(ENV_VAR, "").strip()
+    if path:
+        return CombinedScorer(EmbeddingScorer(StaticEmbedding.load(path)))
+    name = environ.get(SCORER_VAR, "").strip() or "lexical"
+    if name == "fitted":
+        from feedback.detection_model import FittedScorer
+
+        return FittedScorer()
+    if name != "lexical":
+        raise EmbeddingModelError(f"{SCORER_VAR}={name!r}: expected 'lexical' or 'fitted'")
+    return DEFAULT_SCORER
 
 
 @lru_cache(maxsize=1)
@@ -252,5 +263,5 @@ def service_scorer() -> Scorer:
     try:
         return configured_scorer()
     except EmbeddingModelError as exc:
-        logger.warning("%s is not usable, using the lexical scorer: %s", ENV_VAR, exc)
+        logger.warning("detection scorer not usable, using the lexical scorer: %s", exc)
         return DEFAULT_SCORER

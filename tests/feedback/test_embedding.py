@@ -84,6 +84,11 @@ def test_combined_scorer_raises_recall_but_keeps_the_lexical_vetoes(tmp_path):
 def test_configuration_by_environment(tmp_path):
     assert configured_scorer({}) is DEFAULT_SCORER
     assert configured_scorer({"RMS_EMBEDDING_MODEL": "  "}) is DEFAULT_SCORER
+    assert configured_scorer({"RMS_DETECTION_SCORER": "lexical"}) is DEFAULT_SCORER
+    fitted = configured_scorer({"RMS_DETECTION_SCORER": "fitted"})
+    assert type(fitted).__name__ == "FittedScorer"
+    with pytest.raises(EmbeddingModelError):
+        configured_scorer({"RMS_DETECTION_SCORER": "bert"})
     path = build_model(tmp_path / "m")
     scorer = configured_scorer({"RMS_EMBEDDING_MODEL": str(path)})
     assert isinstance(scorer, CombinedScorer)
