@@ -36,6 +36,7 @@ from feedback.services import AggregateStore, signal_record_row
 from rms import gcpause, oplog, policy
 from rms import services as core
 from rms.models import MemoryObject, Namespace, Operation
+from rms.store import Select
 from rms.store import get as storage
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ def sweep(
     chunk_size: int = CHUNK,
     lo=None,
     hi=None,
+    contexts: SessionContexts | None = None,
 ) -> dict:
     """Examine every candidate object (SPEC §9) and return what was decided.
 
@@ -142,7 +144,9 @@ def sweep(
     chain is already later is checked at its latest operation's time, so no chain goes back.
 
     One transaction per chunk of ``chunk_size`` objects (a savepoint inside a caller's
-    transaction); see the module docstring for locking and crash behaviour.
+    transaction); see the module docstring for locking and crash behaviour. ``contexts``: the
+    streak sessions' contexts to reuse (the chunks of one fanned-out run share one, as the
+    chunks of one call do).
     Returns ``{"examined", "penalized", "exempt", "not_penalized", "skipped_domain_checks",
     "namespaces"}``; ``examined`` is the sum of the three outcomes, ``skipped_domain_checks``
     counts penalties applied without a domain check (all streak sessions unknown), and
@@ -166,7 +170,8 @@ def sweep(
         if progress is not None:
             progress(min(1.0, done / total) if total else 1.0)
 
-    contexts = _Contexts()
+    if contexts is None:
+        contexts = SessionContexts()
     for ids in _pages(qs, chunk_size):
         chunk_done(len(ids), _run_chunk(ids, now, contexts))
     if progress is not None and done == 0:
@@ -187,7 +192,7 @@ def _pages(qs, size: int):
         yield ids
 
 
-def _run_chunk(ids: list, now: datetime | None, contexts: _Contexts) -> Summary:
+def _run_chunk(ids: list, now: datetime | None, contexts: SessionContexts) -> Summary:
     part = Summary()
     with gcpause.paused(), transaction.atomic():
         _sweep_chunk(ids, now, part, contexts)
@@ -204,9 +209,19 @@ class _Writes:
     objects: list[MemoryObject] = field(default_factory=list)
 
 
-def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _Contexts) -> None:
+def _sweep_chunk(
+    ids: list, now: datetime | None, summary: Summary, contexts: SessionContexts
+) -> None:
     """Lock, re-read, re-check, decide and write one chunk; the caller holds the transaction."""
     db = storage()
+    with db.key_lookups():
+        _sweep_locked(db, ids, now, summary, contexts)
+
+
+def _sweep_locked(
+    db, ids: list, now: datetime | None, summary: Summary, contexts: SessionContexts
+) -> None:
+    # Every statement of a chunk reads or writes its objects' rows by key (rms.store).
     objects = db.lock_objects(ids)
     store = AggregateStore(list(objects.values()))
     at = now if now is not None else timezone.now()  # taken under the locks (SPEC §6)
@@ -239,7 +254,7 @@ def _check_object(
     obj: MemoryObject,
     agg: aggregates.Aggregate,
     sessions: list,
-    contexts: _Contexts,
+    contexts: SessionContexts,
     now: datetime,
     tallies: core.TallyStore,
     writes: _Writes,
@@ -323,7 +338,10 @@ def _streak_sessions(streaks: dict) -> dict[object, list]:
     )
 
 
-class _Contexts:
+SESSION_CONTEXT_COLUMNS = ("id", "context_tags", "context_text")
+
+
+class SessionContexts:
     """The streak sessions' :class:`relevance.Context`, kept for the whole run: a session's tags
     and text never change once recorded, and one session is a streak session of many objects in
     many chunks, so each is normalised (and its text tokenised) once."""
@@ -341,8 +359,8 @@ class _Contexts:
         if len(self._sessions) + len(missing) > self.MAX_SESSIONS:
             self._sessions.clear()
             missing = list(session_ids)
-        rows = FeedbackSession.objects.filter(pk__in=missing).values_list(
-            "pk", "context_tags", "context_text"
+        (rows,) = storage().read(
+            [Select(FeedbackSession, where={"id": missing}, columns=SESSION_CONTEXT_COLUMNS)]
         )
         for pk, tags, text in rows:
             self._sessions[str(pk)] = relevance.Context.of(tags, text)
