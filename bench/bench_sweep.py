@@ -279,7 +279,7 @@ class Phases:
             (db, "lock_objects", "lock objects (rms.store)"),
             (services.AggregateStore, "__init__", "load aggregates (AggregateStore)"),
             (sweep, "_streak_sessions", "streak sessions query"),
-            (sweep._Contexts, "load", "session contexts query"),
+            (sweep.SessionContexts, "load", "session contexts query"),
             (sweep, "_check_object", "decide + build operations (Python)"),
             (db, "insert", "insert operations + signal records (COPY)"),
             (services.AggregateStore, "flush", "write aggregates (store update)"),

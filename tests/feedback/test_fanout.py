@@ -190,6 +190,29 @@ def test_a_chunked_sweep_ends_as_one_whole_sweep(admin_api):
     assert without_times(sweep_state(a)) == without_times(sweep_state(b))
 
 
+def test_the_chunks_of_one_sweep_run_read_each_streak_session_once(admin_api, monkeypatch):
+    """A worker keeps the session contexts of the run whose chunks it runs (as a sweep in one
+    process keeps them over its chunks); another run reads them again."""
+    make_namespace("twin-a")
+    a = build_sweep_twin(admin_api, admin_api.row, "twin-a")
+    read: list = []
+    load = sweep.SessionContexts.load
+
+    def counting(self, session_ids):
+        read.extend(s for s in session_ids if s not in self._sessions)
+        return load(self, session_ids)
+
+    monkeypatch.setattr(sweep.SessionContexts, "load", counting)
+    run = queued(admin_api.row, "ignored_sweep", {"namespace": "twin-a", "chunk_size": 1})
+    assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
+    assert TaskRun.objects.get(pk=run.pk).result["chunks"] == len(a) > 1
+    assert read and len(read) == len(set(read))  # streak sessions shared by objects: read once
+    mine = fanout._run_contexts.of(run.pk)
+    assert set(mine._sessions) == set(read)
+    other = fanout._run_contexts.of(uuid.uuid4())
+    assert other is not mine and other._sessions == {}  # another run starts afresh
+
+
 def test_a_chunked_rebuild_equals_the_whole_log_fold(admin_api, client_api):
     ids = build_log(client_api, objects=6, sessions=4)
     clean = {row.object_id: row for row in FeedbackAggregate.objects.all()}
