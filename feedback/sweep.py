@@ -156,8 +156,9 @@ def sweep(
     if object_ids is not None:
         object_ids = list(object_ids)
     qs = candidates(namespace, object_ids, lo, hi)
-    total = qs.count()
+    total = 0  # only progress needs it (a fanned-out chunk has none)
     if progress is not None:
+        total = qs.count()
         # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
         chunk_size = min(chunk_size, max(MIN_PROGRESS_CHUNK, int(total * PROGRESS_STEP)))
     summary = Summary()
@@ -291,8 +292,9 @@ def _check_object(
     }
     if missing > 0:
         payload["sessions_missing"] = missing
+    key = oplog.ChainKey.of(obj)  # once for the object's two or three operations
     check = oplog.ignored_check(
-        obj, ts=ts, payload=payload, actor_id=ACTOR.id, actor_type=ACTOR.type
+        obj, ts=ts, payload=payload, actor_id=ACTOR.id, actor_type=ACTOR.type, key=key
     )
     writes.ops.append(check)
     aggregates.on_ignored_check(agg, agg.unused_sessions)
@@ -311,6 +313,7 @@ def _check_object(
             signal,
             tallies,
             extra={"ignored_check_id": str(check.id), "unused_streak": streak},
+            key=key,
         )
         writes.ops.append(result.feedback_op)
         writes.ops.append(result.change_op)
