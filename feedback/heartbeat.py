@@ -154,6 +154,11 @@ class ChunkHeartbeat(_Beater):
     def beat(self) -> None:
         with self._lock:
             value, self._progress = self._progress, None
+        if value is None and self._stop.is_set():
+            # The chunk's task has ended and its transaction recorded the end (state, progress,
+            # the run's progress); a fanned-out run is kept alive by its chunks, not its own
+            # beat. Nothing left to say, so a short chunk's thread never opens a connection.
+            return
         fields = {"heartbeat_at": timezone.now()}
         if value is not None:
             fields["progress"] = value
