@@ -149,15 +149,16 @@ class ChunkHeartbeat(_Beater):
     def offer(self, value: float) -> None:
         with self._lock:
             self._progress = value
-        self.wake()
+        if value < 1.0:  # the end (1.0) is written by the chunk's own transaction, with it
+            self.wake()
 
     def beat(self) -> None:
         with self._lock:
             value, self._progress = self._progress, None
-        if value is None and self._stop.is_set():
-            # The chunk's task has ended and its transaction recorded the end (state, progress,
-            # the run's progress); a fanned-out run is kept alive by its chunks, not its own
-            # beat. Nothing left to say, so a short chunk's thread never opens a connection.
+        if self._stop.is_set() and (value is None or value >= 1.0):
+            # The chunk's task has ended and its transaction recorded the end (state, progress
+            # 1.0, the run's progress); a fanned-out run is kept alive by its chunks, not its
+            # own beat. Nothing left to say: a short chunk's thread never opens a connection.
             return
         fields = {"heartbeat_at": timezone.now()}
         if value is not None:

@@ -171,6 +171,25 @@ def test_progress_moves_a_chunk_at_a_time(admin_api, client_api, monkeypatch):
     assert TaskRun.objects.get(pk=run.pk).progress == 1.0
 
 
+def test_a_chunk_s_heartbeat_leaves_its_end_to_the_chunk_s_own_transaction(monkeypatch):
+    """Progress below 1.0 is written at once; 1.0 is written by the chunk's completion, so a
+    short chunk's heartbeat thread never opens a connection (its stopping beat has nothing
+    left to write)."""
+    calls = []
+    monkeypatch.setattr(heartbeat, "run_progress_update", calls.append)
+    beat = heartbeat.ChunkHeartbeat(0, "run", every=60)  # its thread is not started
+    beat.offer(0.5)
+    assert beat._wake.is_set()
+    beat._wake.clear()
+    beat.beat()
+    assert calls == ["run"]
+    beat.offer(1.0)
+    assert not beat._wake.is_set()
+    beat._stop.set()
+    beat.beat()
+    assert calls == ["run"]
+
+
 # --- merged results equal one whole pass ----------------------------------------------------
 
 
