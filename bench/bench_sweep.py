@@ -42,6 +42,7 @@ import cProfile
 import io
 import pstats
 import random
+import re
 import sys
 import time
 import uuid
@@ -52,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-DB = "rms_bench_sweep"
+DB = "rms_bench_sweep"  # --db: another scratch name (several benchmarks on one server)
 NAMESPACE = "bench-sweep"
 TARGET_SECONDS = 5.0
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -278,7 +279,7 @@ class Phases:
             (db, "lock_objects", "lock objects (rms.store)"),
             (sweep, "load_aggregates", "load aggregates"),
             (sweep, "_streak_sessions", "streak sessions query"),
-            (sweep._Contexts, "load", "session contexts query"),
+            (sweep.SessionContexts, "load", "session contexts query"),
             (sweep, "_check_object", "decide + build operations (Python)"),
             (db, "insert", "insert operations + signal records (COPY)"),
             (sweep, "write_aggregates", "write aggregates (store update)"),
@@ -310,8 +311,47 @@ def profile_table(prof: cProfile.Profile, limit: int) -> str:
     return out.getvalue()
 
 
+def check_db_name(name: str) -> str:
+    """A scratch database name this benchmark may drop: ``rms_…bench…`` (it and its ``_copy``
+    are dropped and recreated)."""
+    if not re.fullmatch(r"rms_[a-z0-9_]*bench[a-z0-9_]*", name) or len(name) > 50:
+        raise argparse.ArgumentTypeError(f"refusing {name!r}: a scratch name is rms_*bench*")
+    return name
+
+
+def recreate_database(name: str) -> None:
+    check_db_name(name)
+    with common._admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(name: str) -> None:
+    check_db_name(name)
+    with common._admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_exists(name: str) -> bool:
+    with common._admin_connection() as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+
+
 def run(args) -> bool:
-    common.recreate_database(DB)
+    if args.reuse_db and args.worker_processes and database_exists(DB):
+        # The rounds run on copies: the built database is left as it was built.
+        common.django_setup(DB)
+        from feedback.sweep import candidates
+
+        n = candidates(NAMESPACE).count()
+        print(f"# database {DB}: reused as built before ({n:,} candidates)")
+        try:
+            return measure_workers(args, n)
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+    recreate_database(DB)
     try:
         t = time.perf_counter()
         common.manage("migrate", "--noinput", db=DB)
@@ -322,8 +362,8 @@ def run(args) -> bool:
         from django.db import connections
 
         connections.close_all()
-        if not args.keep_db:
-            common.drop_database(DB)
+        if not (args.keep_db or args.reuse_db):
+            drop_database(DB)
 
 
 def measure(args) -> bool:
@@ -596,11 +636,12 @@ def measure_workers(args, n: int) -> bool:
             if not passed:
                 print(f"check {name} (round with {r['workers']}): FAILED")
     print(f"check every round: {'OK' if ok else 'FAILED'}")
-    common.drop_database(f"{DB}_copy")
+    drop_database(f"{DB}_copy")
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DB
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--per-session", type=int, default=10, help="objects per session")
@@ -618,9 +659,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the first run")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--phases", action="store_true", help="wall time per step of the run")
-    parser.add_argument("--keep-db", action="store_true", help=f"do not drop {DB}")
+    parser.add_argument("--db", type=check_db_name, default=DB, help="scratch database name")
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
+    parser.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="with --worker-processes: run on the database a --keep-db run built (same "
+        "--objects/--seed/migrations), else build it and keep it",
+    )
     parser.add_argument("--wait-quiet", type=float, default=30.0)
     args = parser.parse_args(argv)
+    DB = args.db
     common.stop_on_sigterm()
     if not (
         1 <= args.objects <= 1_000_000

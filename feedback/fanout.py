@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -75,8 +76,8 @@ def namespace_of(params: dict) -> Namespace | None:
 class Kind:
     #: (table, queryset of its rows, key field) for the run's params, in the order they run.
     tables: Callable[[dict], list[tuple[str, QuerySet, str]]]
-    #: (params, table, lo, hi, progress) → the chunk's result.
-    run: Callable[[dict, str, str | None, str | None, Progress], dict]
+    #: (params, table, lo, hi, progress, run id) → the chunk's result.
+    run: Callable[[dict, str, str | None, str | None, Progress, int], dict]
     #: (the chunks' results in index order, params) → the run's result.
     merge: Callable[[list[dict], dict], dict]
 
@@ -85,11 +86,35 @@ def _sweep_tables(params: dict) -> list:
     return [("memory_object", sweep.candidates(namespace_of(params)), "object_id")]
 
 
-def _sweep_chunk(params: dict, table: str, lo, hi, progress: Progress) -> dict:
+class _RunContexts(threading.local):
+    """The streak sessions' contexts of the sweep run whose chunks this thread runs: the
+    chunks of one run share them, as the chunks of a sweep in one process do (a session's tags
+    and text never change once recorded; the set stays bounded, ``sweep.SessionContexts``);
+    a chunk of another run starts afresh."""
+
+    run_id = None
+    contexts: sweep.SessionContexts | None = None
+
+    def of(self, run_id) -> sweep.SessionContexts:
+        if self.contexts is None or self.run_id != run_id:
+            self.run_id, self.contexts = run_id, sweep.SessionContexts()
+        return self.contexts
+
+
+_run_contexts = _RunContexts()
+
+
+def _sweep_chunk(params: dict, table: str, lo, hi, progress: Progress, run_id) -> dict:
     # One inner transaction for the whole chunk (its objects are at most chunk_size at plan
     # time): one lock statement and one set of reads per chunk.
     size = max(sweep.CHUNK, int(params.get("chunk_size") or taskruns.DEFAULT_CHUNK_SIZE))
-    result = sweep.sweep(namespace=namespace_of(params), lo=lo, hi=hi, chunk_size=size)
+    result = sweep.sweep(
+        namespace=namespace_of(params),
+        lo=lo,
+        hi=hi,
+        chunk_size=size,
+        contexts=_run_contexts.of(run_id),
+    )
     progress(1.0)
     return result
 
@@ -111,7 +136,7 @@ def _objects_table(params: dict) -> list:
     return [("memory_object", objects, "pk")]
 
 
-def _rebuild_chunk(params: dict, table: str, lo, hi, progress: Progress) -> dict:
+def _rebuild_chunk(params: dict, table: str, lo, hi, progress: Progress, run_id) -> dict:
     result = rebuild.rebuild_range(namespace_of(params), lo, hi)
     progress(1.0)
     return result
@@ -129,7 +154,7 @@ def _replay_tables(params: dict) -> list:
     return [(t, *verification.table_keys(t)) for t in verification.REPLAY_TABLES]
 
 
-def _replay_chunk(params: dict, table: str, lo, hi, progress: Progress) -> dict:
+def _replay_chunk(params: dict, table: str, lo, hi, progress: Progress, run_id) -> dict:
     return verification.verify_replay_range(table, lo, hi, progress)
 
 
@@ -141,7 +166,7 @@ def _chain_tables(params: dict) -> list:
     return [*own, (SESSION_TABLE, FeedbackSession.objects.all(), "pk")]
 
 
-def _chain_chunk(params: dict, table: str, lo, hi, progress: Progress) -> dict:
+def _chain_chunk(params: dict, table: str, lo, hi, progress: Progress, run_id) -> dict:
     if table != SESSION_TABLE:
         return verification.verify_chain_range(table, lo, hi, progress)
     sessions = FeedbackSession.objects.order_by("pk")
@@ -263,7 +288,8 @@ def execute(chunk: TaskChunk, hostname: str, progress: Progress) -> str:
     params = dict(run.params or {})
     try:
         with transaction.atomic():
-            result = as_json(KINDS[run.kind].run(params, chunk.table, chunk.lo, chunk.hi, progress))
+            kind = KINDS[run.kind]
+            result = as_json(kind.run(params, chunk.table, chunk.lo, chunk.hi, progress, run.pk))
             return _complete(chunk, result, hostname)
     except Superseded:
         logger.warning("chunk %s was claimed again meanwhile; this attempt rolled back", chunk.pk)
@@ -282,14 +308,12 @@ def _complete(chunk: TaskChunk, result: dict, hostname: str) -> str:
         raise Superseded()
     if run.state != TaskRun.RUNNING:
         return run.state
-    rows = list(
-        TaskChunk.objects.filter(run_id=run.pk)
-        .order_by("index")
-        .values_list("state", "result", "hostname")
-    )
-    if any(state != TaskChunk.SUCCEEDED for state, _, _ in rows):
+    chunks = TaskChunk.objects.filter(run_id=run.pk)
+    # Only the last chunk reads the others' results (each reading them all is O(chunks²)).
+    if chunks.exclude(state=TaskChunk.SUCCEEDED).exists():
         heartbeat.run_progress_update(run.pk)
         return TaskRun.RUNNING
+    rows = list(chunks.order_by("index").values_list("state", "result", "hostname"))
     merged = KINDS[run.kind].merge([r for _, r, _ in rows], dict(run.params or {}))
     merged["chunks"] = len(rows)
     merged["workers"] = sorted({h for _, _, h in rows})

@@ -157,6 +157,24 @@ class ChunkHeartbeat(_ProgressHeartbeat):
         self.chunk_id = chunk_id
         self.run_id = run_id
 
+    def offer(self, value: float) -> None:
+        with self._lock:
+            self._progress = value
+        if value < 1.0:  # the end (1.0) is written by the chunk's own transaction, with it
+            self.wake()
+
+    def beat(self) -> None:
+        if self._stop.is_set():
+            with self._lock:
+                pending = self._progress
+            if pending is None or pending >= 1.0:
+                # The chunk's task has ended and its transaction recorded the end (state,
+                # progress 1.0, the run's progress); a fanned-out run is kept alive by its
+                # chunks, not its own beat. Nothing left to say: a short chunk's thread never
+                # opens a connection.
+                return
+        super().beat()
+
     def _write(self, fields: dict) -> None:
         TaskChunk.objects.filter(pk=self.chunk_id, state=TaskChunk.RUNNING).update(**fields)
         run_progress_update(self.run_id)

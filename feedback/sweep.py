@@ -36,6 +36,7 @@ from feedback.services import load_aggregates, signal_record_row, write_aggregat
 from rms import gcpause, oplog, policy
 from rms import services as core
 from rms.models import MemoryObject, Namespace, Operation
+from rms.store import Select
 from rms.store import get as storage
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ def sweep(
     chunk_size: int = CHUNK,
     lo=None,
     hi=None,
+    contexts: SessionContexts | None = None,
 ) -> dict:
     """Examine every candidate object (SPEC §9) and return what was decided.
 
@@ -142,7 +144,9 @@ def sweep(
     chain is already later is checked at its latest operation's time, so no chain goes back.
 
     One transaction per chunk of ``chunk_size`` objects (a savepoint inside a caller's
-    transaction); see the module docstring for locking and crash behaviour.
+    transaction); see the module docstring for locking and crash behaviour. ``contexts``: the
+    streak sessions' contexts to reuse (the chunks of one fanned-out run share one, as the
+    chunks of one call do).
     Returns ``{"examined", "penalized", "exempt", "not_penalized", "skipped_domain_checks",
     "namespaces"}``; ``examined`` is the sum of the three outcomes, ``skipped_domain_checks``
     counts penalties applied without a domain check (all streak sessions unknown), and
@@ -152,8 +156,9 @@ def sweep(
     if object_ids is not None:
         object_ids = list(object_ids)
     qs = candidates(namespace, object_ids, lo, hi)
-    total = qs.count()
+    total = 0  # only progress needs it (a fanned-out chunk has none)
     if progress is not None:
+        total = qs.count()
         # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
         chunk_size = min(chunk_size, max(MIN_PROGRESS_CHUNK, int(total * PROGRESS_STEP)))
     summary = Summary()
@@ -166,7 +171,8 @@ def sweep(
         if progress is not None:
             progress(min(1.0, done / total) if total else 1.0)
 
-    contexts = _Contexts()
+    if contexts is None:
+        contexts = SessionContexts()
     for ids in _pages(qs, chunk_size):
         chunk_done(len(ids), _run_chunk(ids, now, contexts))
     if progress is not None and done == 0:
@@ -187,7 +193,7 @@ def _pages(qs, size: int):
         yield ids
 
 
-def _run_chunk(ids: list, now: datetime | None, contexts: _Contexts) -> Summary:
+def _run_chunk(ids: list, now: datetime | None, contexts: SessionContexts) -> Summary:
     part = Summary()
     with gcpause.paused(), transaction.atomic():
         _sweep_chunk(ids, now, part, contexts)
@@ -204,9 +210,19 @@ class _Writes:
     objects: list[MemoryObject] = field(default_factory=list)
 
 
-def _sweep_chunk(ids: list, now: datetime | None, summary: Summary, contexts: _Contexts) -> None:
+def _sweep_chunk(
+    ids: list, now: datetime | None, summary: Summary, contexts: SessionContexts
+) -> None:
     """Lock, re-read, re-check, decide and write one chunk; the caller holds the transaction."""
     db = storage()
+    with db.key_lookups():
+        _sweep_locked(db, ids, now, summary, contexts)
+
+
+def _sweep_locked(
+    db, ids: list, now: datetime | None, summary: Summary, contexts: SessionContexts
+) -> None:
+    # Every statement of a chunk reads or writes its objects' rows by key (rms.store).
     objects = db.lock_objects(ids)
     ledger = load_aggregates(objects)
     at = now if now is not None else timezone.now()  # taken under the locks (SPEC §6)
@@ -240,7 +256,7 @@ def _check_object(
     obj: MemoryObject,
     agg: aggregates.Aggregate,
     sessions: list,
-    contexts: _Contexts,
+    contexts: SessionContexts,
     now: datetime,
     tallies: policy.TallyLedger,
     writes: _Writes,
@@ -277,8 +293,9 @@ def _check_object(
     }
     if missing > 0:
         payload["sessions_missing"] = missing
+    key = oplog.ChainKey.of(obj)  # once for the object's two or three operations
     check = oplog.ignored_check(
-        obj, ts=ts, payload=payload, actor_id=ACTOR.id, actor_type=ACTOR.type
+        obj, ts=ts, payload=payload, actor_id=ACTOR.id, actor_type=ACTOR.type, key=key
     )
     writes.ops.append(check)
     aggregates.on_ignored_check(agg, agg.unused_sessions)
@@ -297,6 +314,7 @@ def _check_object(
             signal,
             tallies,
             extra={"ignored_check_id": str(check.id), "unused_streak": streak},
+            key=key,
         )
         writes.ops.append(result.feedback_op)
         writes.ops.append(result.change_op)
@@ -324,7 +342,10 @@ def _streak_sessions(streaks: dict) -> dict[object, list]:
     )
 
 
-class _Contexts:
+SESSION_CONTEXT_COLUMNS = ("id", "context_tags", "context_text")
+
+
+class SessionContexts:
     """The streak sessions' :class:`relevance.Context`, kept for the whole run: a session's tags
     and text never change once recorded, and one session is a streak session of many objects in
     many chunks, so each is normalised (and its text tokenised) once."""
@@ -342,8 +363,8 @@ class _Contexts:
         if len(self._sessions) + len(missing) > self.MAX_SESSIONS:
             self._sessions.clear()
             missing = list(session_ids)
-        rows = FeedbackSession.objects.filter(pk__in=missing).values_list(
-            "pk", "context_tags", "context_text"
+        (rows,) = storage().read(
+            [Select(FeedbackSession, where={"id": missing}, columns=SESSION_CONTEXT_COLUMNS)]
         )
         for pk, tags, text in rows:
             self._sessions[str(pk)] = relevance.Context.of(tags, text)

@@ -413,7 +413,13 @@ def json_scalar(value) -> str:
 
 
 def ignored_check(
-    obj: MemoryObject, *, ts: datetime, payload: dict, actor_id: str, actor_type: str
+    obj: MemoryObject,
+    *,
+    ts: datetime,
+    payload: dict,
+    actor_id: str,
+    actor_type: str,
+    key: ChainKey | None = None,
 ) -> OpRow:
     return _object_op(
         obj,
@@ -423,6 +429,7 @@ def ignored_check(
         actor_id=actor_id,
         actor_type=actor_type,
         policy_version=policy.POLICY_VERSION,
+        key=key,
     )
 
 

@@ -84,6 +84,14 @@ class Store(ABC):
         then surface when the block ends. Nested blocks join the outer one."""
         yield
 
+    @contextlib.contextmanager
+    def key_lookups(self) -> Iterator[None]:
+        """Inside a transaction: the block's statements read and write sets of rows given by
+        their keys (a sweep chunk's thousand objects, their aggregates, their sessions), so the
+        database should probe the keys' index instead of reading the whole table. Settings are
+        back as they were when the block ends (or with the transaction's rollback)."""
+        yield
+
     def pipelining(self) -> bool:
         """Whether writes are being sent without waiting (so sending early pays)."""
         return False

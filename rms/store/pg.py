@@ -43,6 +43,9 @@ from rms.store.base import MEMBERSHIP, Select, Store, insert_fields, json_texts
 
 #: Up to this many rows a write is one statement with array parameters; above, COPY.
 SMALL = 50
+#: ``random_page_cost`` inside ``key_lookups``: a probe of a cached index page (the usual SSD
+#: figure), against the default 4 of a disk seek.
+KEY_LOOKUP_PAGE_COST = "1.1"
 _state = threading.local()
 _temp_ids = itertools.count()
 _FLOAT_TYPES = frozenset({float, type(None)})
@@ -104,8 +107,9 @@ def _select_query(select: Select) -> tuple[str, list, object]:
         cols, fields = pgfetch.columns(select.model, "t")
         build = pgfetch.Rows(select.model, fields).build
     else:
-        cols = ", ".join(f"t.{_q(meta.get_field(c).column)}" for c in select.columns)
-        build = None
+        fields = [meta.get_field(c) for c in select.columns]
+        cols = ", ".join(f"t.{_q(f.column)}" for f in fields)
+        build = _tuple_builder(fields)
     sql = f"SELECT {cols} FROM {_q(meta.db_table)} t"
     if conditions:
         sql += " WHERE " + " AND ".join(conditions)
@@ -113,6 +117,26 @@ def _select_query(select: Select) -> tuple[str, list, object]:
         sql += f" ORDER BY t.{_q(meta.pk.column)} FOR UPDATE"
     _sql_cache[shape] = (sql, build)
     return sql, params, build
+
+
+def _tuple_builder(fields):
+    """How rows read as ``columns`` become results: as they are, unless a column needs its
+    field's ``from_db_value`` (a JSON column arrives as its text: Django's loader), as the
+    portable store's ``values_list`` gives them."""
+    converters = [
+        (i, f.from_db_value) for i, f in enumerate(fields) if isinstance(f, models.JSONField)
+    ]
+    if not converters:
+        return None
+
+    def build(row):
+        row = list(row)
+        for i, convert in converters:
+            if row[i] is not None:
+                row[i] = convert(row[i], None, connection)
+        return tuple(row)
+
+    return build
 
 
 # --- writes ---------------------------------------------------------------------------------------
@@ -381,6 +405,34 @@ class PostgresStore(Store):
 
     def pipelining(self) -> bool:
         return getattr(_state, "pipe", None) is not None
+
+    @contextlib.contextmanager
+    def key_lookups(self):
+        """PostgreSQL's default ``random_page_cost`` (4) prices an index probe as a disk seek:
+        with it, 1,000 keys of a 100,000-row table are read or updated by scanning (and
+        hashing) the whole table, 3x the CPU of probing the index, and a cost that grows with
+        the table. Inside the block the probes are priced as cached pages (``SET LOCAL``, so
+        a rollback undoes it too); the previous value is put back at the end."""
+        if getattr(_state, "key_lookups", False) or not connection.in_atomic_block:
+            yield
+            return
+        _flush_queue()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('random_page_cost'), "
+                "set_config('random_page_cost', %s, true)",
+                [KEY_LOOKUP_PAGE_COST],
+            )
+            previous = cursor.fetchone()[0]
+        _state.key_lookups = True
+        try:
+            yield
+        finally:
+            _state.key_lookups = False
+        # Not on an error: the transaction is aborted and its rollback restores the value.
+        _flush_queue()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('random_page_cost', %s, true)", [previous])
 
     def newest_per_key(self, model, key, limits, value, order):
         out: dict = {}

@@ -171,6 +171,25 @@ def test_progress_moves_a_chunk_at_a_time(admin_api, client_api, monkeypatch):
     assert TaskRun.objects.get(pk=run.pk).progress == 1.0
 
 
+def test_a_chunk_s_heartbeat_leaves_its_end_to_the_chunk_s_own_transaction(monkeypatch):
+    """Progress below 1.0 is written at once; 1.0 is written by the chunk's completion, so a
+    short chunk's heartbeat thread never opens a connection (its stopping beat has nothing
+    left to write)."""
+    calls = []
+    monkeypatch.setattr(heartbeat, "run_progress_update", calls.append)
+    beat = heartbeat.ChunkHeartbeat(0, "run", every=60)  # its thread is not started
+    beat.offer(0.5)
+    assert beat._wake.is_set()
+    beat._wake.clear()
+    beat.beat()
+    assert calls == ["run"]
+    beat.offer(1.0)
+    assert not beat._wake.is_set()
+    beat._stop.set()
+    beat.beat()
+    assert calls == ["run"]
+
+
 # --- merged results equal one whole pass ----------------------------------------------------
 
 
@@ -188,6 +207,29 @@ def test_a_chunked_sweep_ends_as_one_whole_sweep(admin_api):
     counts = {k: v for k, v in run.result.items() if k not in ("chunks", "workers")}
     assert counts == {**whole, "namespaces": ["twin-a"]}
     assert without_times(sweep_state(a)) == without_times(sweep_state(b))
+
+
+def test_the_chunks_of_one_sweep_run_read_each_streak_session_once(admin_api, monkeypatch):
+    """A worker keeps the session contexts of the run whose chunks it runs (as a sweep in one
+    process keeps them over its chunks); another run reads them again."""
+    make_namespace("twin-a")
+    a = build_sweep_twin(admin_api, admin_api.row, "twin-a")
+    read: list = []
+    load = sweep.SessionContexts.load
+
+    def counting(self, session_ids):
+        read.extend(s for s in session_ids if s not in self._sessions)
+        return load(self, session_ids)
+
+    monkeypatch.setattr(sweep.SessionContexts, "load", counting)
+    run = queued(admin_api.row, "ignored_sweep", {"namespace": "twin-a", "chunk_size": 1})
+    assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
+    assert TaskRun.objects.get(pk=run.pk).result["chunks"] == len(a) > 1
+    assert read and len(read) == len(set(read))  # streak sessions shared by objects: read once
+    mine = fanout._run_contexts.of(run.pk)
+    assert set(mine._sessions) == set(read)
+    other = fanout._run_contexts.of(uuid.uuid4())
+    assert other is not mine and other._sessions == {}  # another run starts afresh
 
 
 def test_a_chunked_rebuild_equals_the_whole_log_fold(admin_api, client_api):

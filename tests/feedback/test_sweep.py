@@ -163,7 +163,7 @@ def test_streak_sessions_are_the_last_unused_streak_injections(client_api):
 
 def test_a_session_the_sweep_cannot_load_is_unknown():
     """Missing session rows are judged "unknown" (RFC-0009 §7), through relevance.classify."""
-    context = sweep_mod._Contexts().get("missing")
+    context = sweep_mod.SessionContexts().get("missing")
     assert context is relevance.NO_CONTEXT
     subject = relevance.Subject.of(["billing"], "refunds")
     assert relevance.classify(context, subject) == relevance.UNKNOWN

@@ -123,6 +123,69 @@ def test_selects_filter_by_equality_membership_and_pairs_and_read_columns(impl):
 
 
 @pytest.mark.django_db
+def test_json_columns_read_as_columns_are_decoded_like_the_orm_s(impl):
+    """A JSON column in ``columns`` comes back as its value (what ``values_list`` gives), not
+    as the JSON text PostgreSQL sends."""
+    objs = objects(2)
+    MemoryObject.objects.filter(pk=objs[0].pk).update(domain_tags=["b", "Ä"])
+    (rows,) = impl.read(
+        [
+            store.Select(
+                MemoryObject,
+                where={"id": [o.pk for o in objs]},
+                columns=("id", "domain_tags", "evidence_ids", "content"),
+            )
+        ]
+    )
+    orm = MemoryObject.objects.filter(pk__in=[o.pk for o in objs])
+    assert sorted(rows) == sorted(orm.values_list("id", "domain_tags", "evidence_ids", "content"))
+    assert dict((r[0], r[1]) for r in rows)[objs[0].pk] == ["b", "Ä"]
+
+
+@pytest.mark.django_db
+def test_key_lookups_change_no_result_and_leave_the_settings_as_they_were(impl):
+    objs = objects(3)
+    ids = [o.pk for o in objs]
+    aggs = aggregate_rows(objs, 0)
+    with transaction.atomic():
+        before = setting("random_page_cost")
+        with impl.key_lookups():
+            locked = impl.lock_objects(ids)
+            impl.insert(FeedbackAggregate, aggs)
+            impl.update(FeedbackAggregate, aggregate_rows(objs, 3), FIELDS)
+        assert setting("random_page_cost") == before
+    assert list(locked) == sorted(ids)
+    assert stored(objs) == expected(aggregate_rows(objs, 3))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_key_lookups_price_index_probes_as_cached_pages_on_postgres(require_postgres):
+    from rms.store.pg import KEY_LOOKUP_PAGE_COST
+
+    impl = store.postgres_store()
+    with transaction.atomic():
+        before = setting("random_page_cost")
+        with impl.key_lookups():
+            assert setting("random_page_cost") == KEY_LOOKUP_PAGE_COST
+            with impl.key_lookups():  # nested: joins the outer block
+                pass
+            assert setting("random_page_cost") == KEY_LOOKUP_PAGE_COST
+        assert setting("random_page_cost") == before
+    with pytest.raises(RuntimeError), transaction.atomic(), impl.key_lookups():
+        raise RuntimeError("rolled back")  # the rollback restores it
+    assert setting("random_page_cost") == before
+
+
+def setting(name: str) -> str | None:
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s)", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
 def test_a_locking_select_reads_in_primary_key_order_with_namespaces_attached(impl):
     objs = objects(5)
     namespace = Namespace.objects.get(name="bulk")
