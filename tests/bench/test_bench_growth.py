@@ -11,6 +11,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+SERVER = {  # PostgreSQL's defaults
+    "autovacuum_vacuum_threshold": "50",
+    "autovacuum_vacuum_scale_factor": "0.2",
+    "autovacuum_vacuum_insert_threshold": "1000",
+    "autovacuum_vacuum_insert_scale_factor": "0.2",
+}
+
 
 def load_bench():
     path = ROOT / "bench" / "bench_growth.py"
@@ -20,24 +27,36 @@ def load_bench():
     return module
 
 
-def test_tables_to_vacuum_applies_autovacuums_dead_row_rule():
+def test_dead_row_rule():
     bench = load_bench()
     stats = [
         # 20,000 live rows: the limit is 50 + 0.2 * 20,000 = 4,050 dead rows
-        ("feedback_feedbackaggregate", 20_000, 4_051),
-        ("rms_memoryobject", 20_000, 4_050),
-        # an insert-only table is never picked, however large
-        ("rms_operation", 10_000_000, 0),
-        ("feedback_sessionnamespace", 0, 51),
-        ("empty", 0, 50),  # 50 is not more than 50
+        ("feedback_feedbackaggregate", 20_000, 4_051, 0, {}),
+        ("rms_memoryobject", 20_000, 4_050, 0, {}),
+        ("empty", 0, 50, 0, {}),  # 50 is not more than 50
+        ("small", 0, 51, 0, {}),
     ]
-    assert bench.tables_to_vacuum(stats, 50, 0.2) == [
-        "feedback_feedbackaggregate",
-        "feedback_sessionnamespace",
-    ]
-    assert bench.tables_to_vacuum(stats, 0, 0.0) == [
+    assert bench.tables_to_vacuum(stats, SERVER) == ["feedback_feedbackaggregate", "small"]
+    assert bench.tables_to_vacuum(stats, {**SERVER, "autovacuum_vacuum_threshold": "0"}) == [
         "empty",
         "feedback_feedbackaggregate",
-        "feedback_sessionnamespace",
         "rms_memoryobject",
+        "small",
     ]
+
+
+def test_insert_rule_with_the_tables_own_settings():
+    bench = load_bench()
+    fixed = {
+        "autovacuum_vacuum_insert_scale_factor": "0",
+        "autovacuum_vacuum_insert_threshold": "100000",
+    }
+    stats = [
+        # by default: more than 1,000 + 0.2 * 4M = 801,000 rows inserted since the last vacuum
+        ("rms_operation", 4_000_000, 0, 801_001, {}),
+        ("feedback_signalrecord", 4_000_000, 0, 801_000, {}),
+        # with a fixed threshold (feedback migration 0012), whatever the size
+        ("feedback_injectionevent", 4_000_000, 0, 100_001, fixed),
+        ("feedback_sessionnamespace", 4_000_000, 0, 100_000, fixed),
+    ]
+    assert bench.tables_to_vacuum(stats, SERVER) == ["feedback_injectionevent", "rms_operation"]
