@@ -153,6 +153,8 @@ def grow(api: common.Api, rng, ids, clock: Clock, target: int, vacuum: bool) -> 
         for _ in range(n):
             post_batch(api, [session_body(rng, ids, clock.tick()) for _ in range(BATCH)])
         vacuumed = autovacuum() if vacuum else []
+        if vacuumed:
+            api.reconnect()  # a long VACUUM outlasts the server's keep-alive timeout
         ops = log_size()
         rate = ops / max(1e-9, time.perf_counter() - t0)
         done = f"; vacuumed {', '.join(vacuumed)}" if vacuumed else ""
