@@ -21,6 +21,12 @@ At each size, with the growth paused, it measures:
             (SPEC §9), in a child process: CPU per decision (its process + its PostgreSQL
             backends) and wall time.
 
+While it grows, and before each round, it vacuums the tables autovacuum would vacuum, by its
+dead-row and insert rules and each table's own settings (``--no-vacuum``: leave it to the
+server, whose CI configuration turns autovacuum off): the objects and aggregates are updated
+on every write, and unvacuumed they grow with the log although their live rows do not; the
+event tables' covering indexes answer alone only for vacuumed pages.
+
 Each measurement is taken ``--rounds`` times at each size and the best round counts (the
 fastest p50/p95, the highest throughput): the machine is shared, and a round slowed down by
 other work says nothing about the log. Then it prints one table (a row per figure, a column per
@@ -29,6 +35,12 @@ size, and the ratio of the last size to the first; target: within 20 %) and writ
 
     .venv/bin/python bench/bench_growth.py [--sizes 1000000,2000000,5000000,10000000]
         [--objects 20000] [--samples 200] [--batches 6] [--rounds 3] [--plot docs/growth.svg]
+        [--db rms_bench_growth] [--span-ops N] [--keep-db]
+
+``--span-ops`` (default: the largest size) sets how many operations the simulated time is
+spread over: ``--sizes 1000000 --span-ops 10000000`` builds the first million operations of a
+10M run (the same traffic a day), so a database kept at each size can be compared with
+EXPLAIN side by side.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -50,7 +63,7 @@ if str(ROOT) not in sys.path:
 
 import common  # noqa: E402
 
-DB = "rms_bench_growth"
+DB = "rms_bench_growth"  # --db: another name, e.g. one database per size kept with --keep-db
 NS = common.BENCH_NAMESPACE
 BATCH = 500
 INJECTIONS, SIGNALS = 10, 3
@@ -127,8 +140,10 @@ def log_size() -> int:
     return common.sql("SELECT coalesce(max(seq), 0) FROM rms_operation", db=DB)[0][0]
 
 
-def grow(api: common.Api, rng, ids, clock: Clock, target: int) -> tuple[int, float]:
-    """Batches until the log holds ``target`` operations; (operations, seconds)."""
+def grow(api: common.Api, rng, ids, clock: Clock, target: int, vacuum: bool) -> tuple[int, float]:
+    """Batches until the log holds ``target`` operations; (operations, seconds). With
+    ``vacuum``, :func:`autovacuum` after every chunk of up to 40 batches (≈ 30 s, within
+    autovacuum's one-minute naptime at this rate)."""
     api.reconnect()  # the server closed the idle keep-alive connection meanwhile
     ops = log_size()
     t0 = time.perf_counter()
@@ -136,10 +151,106 @@ def grow(api: common.Api, rng, ids, clock: Clock, target: int) -> tuple[int, flo
         n = max(1, min(40, (target - ops) // (OPS_PER_SESSION * BATCH) + 1))
         for _ in range(n):
             post_batch(api, [session_body(rng, ids, clock.tick()) for _ in range(BATCH)])
+        vacuumed = autovacuum() if vacuum else []
+        if vacuumed:
+            api.reconnect()  # a long VACUUM outlasts the server's keep-alive timeout
         ops = log_size()
         rate = ops / max(1e-9, time.perf_counter() - t0)
-        print(f"#   {ops:,} operations ({rate:,.0f}/s overall)", flush=True)
+        done = f"; vacuumed {', '.join(vacuumed)}" if vacuumed else ""
+        print(f"#   {ops:,} operations ({rate:,.0f}/s overall){done}", flush=True)
     return ops, time.perf_counter() - t0
+
+
+#: Autovacuum's parameters (server settings, overridden by a table's storage parameters).
+VACUUM_PARAMETERS = (
+    "autovacuum_vacuum_threshold",
+    "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_insert_threshold",
+    "autovacuum_vacuum_insert_scale_factor",
+)
+
+
+def tables_to_vacuum(stats: Iterable[tuple[str, int, int, int, dict]], server: dict) -> list[str]:
+    """The tables of ``stats`` (name, live rows, dead rows, rows inserted since the last vacuum,
+    storage parameters) that autovacuum would vacuum now, sorted by name: more dead rows than
+    ``threshold + scale_factor * rows``, or more inserted rows than ``insert_threshold +
+    insert_scale_factor * rows`` (PostgreSQL docs, "The Autovacuum Daemon"; reltuples there,
+    the live-row estimate here), each parameter the table's own if set, else ``server``'s."""
+    out = []
+    for table, live, dead, inserted, options in stats:
+        p = {k: float(options.get(k, server[k])) for k in VACUUM_PARAMETERS}
+        dead_limit = p["autovacuum_vacuum_threshold"] + p["autovacuum_vacuum_scale_factor"] * live
+        insert_limit = (
+            p["autovacuum_vacuum_insert_threshold"]
+            + p["autovacuum_vacuum_insert_scale_factor"] * live
+        )
+        if dead > dead_limit or inserted > insert_limit:
+            out.append(table)
+    return sorted(out)
+
+
+def autovacuum() -> list[str]:
+    """VACUUM the tables autovacuum would vacuum now; their names.
+
+    The PostgreSQL this bench usually runs on has ``autovacuum = off`` (a CI setting), and a
+    deployment has it on. Without it the rows updated on every write (the 20,000 objects and
+    their aggregates: one new row version per injection or signal, none of them HOT since
+    indexed columns change) leave their dead versions behind for good, and every scan of those
+    tables reads a heap and indexes that grow with the log: at 10M operations the aggregates'
+    heap was 8x its size at 1M for the same 20,000 live rows (issue #17). The insert rule sets
+    the visibility map of the insert-only tables, which index-only scans need.
+    """
+    import psycopg
+
+    with psycopg.connect(common.database_url(DB), autocommit=True) as conn:
+        names = ", ".join(f"'{k}'" for k in VACUUM_PARAMETERS)
+        server = dict(
+            conn.execute(f"SELECT name, setting FROM pg_settings WHERE name IN ({names})")
+        )
+        rows = conn.execute(
+            "SELECT s.relname, s.n_live_tup, s.n_dead_tup, s.n_ins_since_vacuum, c.reloptions "
+            "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
+        ).fetchall()
+        stats = [
+            (name, live, dead, ins, dict(o.split("=", 1) for o in options or ()))
+            for name, live, dead, ins, options in rows
+        ]
+        tables = tables_to_vacuum(stats, server)
+        for table in tables:
+            conn.execute(f'VACUUM "{table}"')
+    return tables
+
+
+def table_pages() -> dict[str, int]:
+    """Heap pages of the tables every overview render scans whole (their live rows do not grow
+    with the log)."""
+    rows = common.sql(
+        "SELECT relname, pg_relation_size(oid) / 8192 FROM pg_class WHERE relname IN "
+        "('feedback_feedbackaggregate', 'rms_memoryobject')",
+        db=DB,
+    )
+    return dict(rows)
+
+
+def _admin_sql(statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(common.database_url("postgres"), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def setup_database() -> None:
+    """A fresh, migrated ``DB`` (its name checked in main: rms_bench* or rms_growth*)."""
+    common.BENCH_VAR_DIR.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    _admin_sql(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    _admin_sql(f'CREATE DATABASE "{DB}"')
+    common.manage("migrate", "--noinput", db=DB)
+    print(f"# database {DB}: recreated and migrated in {time.perf_counter() - t0:.1f} s")
+
+
+def drop_database() -> None:
+    _admin_sql(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
 
 
 def analyze() -> None:
@@ -304,7 +415,7 @@ def sweep_child(now: datetime) -> dict:
 
 
 def in_child(what: str, now: datetime, runs: int) -> dict:
-    args = ["--child", what, "--now", now.isoformat(), "--runs", str(runs)]
+    args = ["--child", what, "--now", now.isoformat(), "--runs", str(runs), "--db", DB]
     return common.run_child(__file__, *args, db=DB)
 
 
@@ -389,6 +500,7 @@ def svg_plot(path: Path, sizes: list[int], table: dict[str, list[float]]) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DB
     common.stop_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,2000000,5000000,10000000")
@@ -400,10 +512,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "growth.svg")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument(
+        "--no-vacuum",
+        action="store_true",
+        help="do not vacuum as autovacuum would (the server's autovacuum setting alone decides)",
+    )
+    parser.add_argument("--db", default=DB, help="database name: rms_bench* or rms_growth*")
+    parser.add_argument("--span-ops", type=int, help="operations the simulated time is spread "
+                        "over (default: the largest size)")  # fmt: skip
     parser.add_argument("--from-log", type=Path, help="only redo the table and plot of a run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--now", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not args.db.startswith(("rms_bench", "rms_growth")) or not args.db.isidentifier():
+        parser.error("--db: a benchmark database, rms_bench* or rms_growth*")
+    DB = args.db
     if args.child:
         child(args.child, args.now, args.runs)
         return 0
@@ -415,11 +538,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     # The largest size's sessions, plus the measurements', spread over SPAN ending before now.
     per_round = BATCH * (args.batches + 1) + args.samples
-    sessions = sizes[-1] // OPS_PER_SESSION + len(sizes) * args.rounds * per_round
+    span_ops = args.span_ops or sizes[-1]
+    sessions = span_ops // OPS_PER_SESSION + len(sizes) * args.rounds * per_round
     start = datetime.now(UTC).replace(microsecond=0) - SPAN - timedelta(days=2)
     clock = Clock(start, SPAN / sessions)
     clock.start = start
-    common.setup_database(DB)
+    setup_database()
     columns: dict[str, list[float]] = {}
     built: list[tuple[int, float]] = []
     try:
@@ -443,14 +567,17 @@ def main(argv: list[str] | None = None) -> int:
                 ids += [o["id"] for o in answer]
             print(f"# {len(ids):,} objects; growing to {', '.join(f'{s:,}' for s in sizes)}")
             for size in sizes:
-                ops, seconds = grow(api, rng, ids, clock, size)
+                ops, seconds = grow(api, rng, ids, clock, size, not args.no_vacuum)
                 built.append((ops, seconds))
                 analyze()
+                print(f"# heap pages: {json.dumps(table_pages())}", flush=True)
                 # best of --rounds: this VM is shared, and a round that other work slowed
                 # down says nothing about the log's size
                 rounds = [measure_http(api, op_api, rng, ids, clock, args)]
                 rounds[0].update(in_child("overview", clock.now, args.runs))
                 for _ in range(args.rounds - 1):
+                    if not args.no_vacuum:
+                        autovacuum()  # the rounds' own traffic updates the same rows
                     rounds.append(measure_http(api, op_api, rng, ids, clock, args))
                     rounds[-1].update(in_child("overview", clock.now, args.runs))
                 figures = {
@@ -465,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             op_api.close()
     finally:
         if not args.keep_db:
-            common.drop_database(DB)
+            drop_database()
 
     report(built, columns, args.plot)
     return 0
