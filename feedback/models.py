@@ -156,7 +156,11 @@ class InjectionEvent(models.Model):
                 include=["object", "token_cost", "ended_unused"],
                 name="inj_ns_ts",
             ),
-            models.Index(fields=["object", "ts"], name="inj_obj_ts"),
+            # An object's injections newest first, covering the session: the sweep reads its
+            # last ``streak`` sessions from the index alone (SPEC §9).
+            models.Index(
+                fields=["object", "-ts", "-id"], include=["session"], name="inj_obj_ts_id"
+            ),
         ]
 
     def __str__(self) -> str:
