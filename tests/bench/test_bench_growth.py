@@ -60,3 +60,14 @@ def test_insert_rule_with_the_tables_own_settings():
         ("feedback_sessionnamespace", 4_000_000, 0, 100_000, fixed),
     ]
     assert bench.tables_to_vacuum(stats, SERVER) == ["feedback_injectionevent", "rms_operation"]
+
+
+def test_the_last_page_cursor_is_the_apis_own():
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from rms.api import pagination
+
+    bench = load_bench()
+    ts = datetime(2026, 3, 4, 5, 6, 7, 89, tzinfo=timezone(timedelta(hours=2)))
+    expected = pagination.encode_cursor([123, ts.astimezone(UTC).isoformat()])
+    assert bench.page_cursor(123, ts) == expected
