@@ -317,7 +317,7 @@ def measure_http(api, op_api, rng, ids, clock: Clock, args) -> dict:
         # The last page's cursor is the API's own encoding of the operation before the last
         # PAGE ones, read from the database: fetching every earlier page through the API first
         # would put a response of the whole chain (10x longer at 10M) just before the timed
-        # request, and its garbage would be collected during it.
+        # request, whose cost could spill into it.
         seq, ts = common.sql(
             "SELECT seq, ts FROM rms_operation WHERE target_id = %s "
             "ORDER BY ts DESC, seq DESC OFFSET %s LIMIT 1",
