@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from feedback import enqueue, heartbeat, rebuild, sweep, taskruns
@@ -269,14 +269,7 @@ def claim(chunk_id, hostname: str = LOCAL_HOSTNAME) -> TaskChunk | None:
         state=TaskChunk.RUNNING,
     )
     claimed = TaskChunk.objects.filter(claimable, pk=chunk_id, run__state=TaskRun.RUNNING).update(
-        state=TaskChunk.RUNNING,
-        hostname=hostname,
-        started_at=now,
-        heartbeat_at=now,
-        finished_at=None,
-        progress=0.0,
-        error="",
-        attempts=F("attempts") + 1,
+        hostname=hostname, **taskruns.claimed_now(now)
     )
     return TaskChunk.objects.select_related("run").get(pk=chunk_id) if claimed else None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from feedback import enqueue, simulations
@@ -34,6 +35,20 @@ METRIC_SNAPSHOT = "metric_snapshot"
 
 OPERATOR_ROLES = (ApiClient.ROLE_OPERATOR, ApiClient.ROLE_ADMIN)
 ADMIN_ROLES = (ApiClient.ROLE_ADMIN,)
+
+
+def claimed_now(now) -> dict:
+    """The fields a worker sets when it claims a run or a chunk (``TaskRun``, ``TaskChunk``):
+    running from ``now``, no progress, no error, one attempt more."""
+    return {
+        "state": TaskRun.RUNNING,
+        "started_at": now,
+        "heartbeat_at": now,
+        "finished_at": None,
+        "progress": 0.0,
+        "error": "",
+        "attempts": F("attempts") + 1,
+    }
 
 
 @dataclass(frozen=True)

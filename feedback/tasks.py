@@ -34,7 +34,7 @@ from celery import shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from feedback import alerts, fanout, heartbeat, selectors, simulations, suite, sweep, taskruns
@@ -173,15 +173,7 @@ def claim(run_id) -> TaskRun | None:
     claimable = Q(state=TaskRun.QUEUED) | Q(
         Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before()), state=TaskRun.RUNNING
     )
-    claimed = TaskRun.objects.filter(claimable, pk=run_id).update(
-        state=TaskRun.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        finished_at=None,
-        progress=0.0,
-        error="",
-        attempts=F("attempts") + 1,
-    )
+    claimed = TaskRun.objects.filter(claimable, pk=run_id).update(**taskruns.claimed_now(now))
     return TaskRun.objects.get(pk=run_id) if claimed else None
 
 
