@@ -89,3 +89,32 @@ def test_fitted_scorer_heldout_figures_are_the_published_evaluation(heldout_rows
     at_b = evaluate(heldout_rows, scores, MATCHED_RECALL_THRESHOLD)
     assert (at_b.tp, at_b.fp, at_b.fn, at_b.tn) == (108, 26, 69, 162)
     assert round(at_b.precision, 3) == 0.806 and round(at_b.recall, 3) == 0.610
+
+
+# --- the second held-out set (issue #18, round 4) ----------------------------------------------
+
+HELDOUT2 = ROOT / "feedback" / "data" / "detection_heldout2.jsonl"
+HELDOUT2_SHA256 = "816719e1bbffe82104c3f536e200e2fe41bb655aa2559bd319a3297a587ffea2"
+TUNING3 = ROOT / "feedback" / "data" / "detection_tuning3.jsonl"
+TUNING3_SHA256 = "5fb9e0d6c19200a56815556ca147e7051ac5518858ef909017cb392ec027f715"
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
+    """Both written blind from the labelling guide (without its review notes) by helpers that
+    saw neither the code nor any other set; the held-out one is evaluation only."""
+    assert hashlib.sha256(HELDOUT2.read_bytes()).hexdigest() == HELDOUT2_SHA256
+    assert hashlib.sha256(TUNING3.read_bytes()).hexdigest() == TUNING3_SHA256
+    for path, n, referenced in ((HELDOUT2, 320, 158), (TUNING3, 600, 290)):
+        rows = _rows(path)
+        assert len(rows) == n and len({r["id"] for r in rows}) == n
+        for row in rows:
+            assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+            assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+            assert row["kind"] in KINDS, row["id"]
+        assert set(Counter(r["kind"] for r in rows)) == KINDS
+        assert Counter(r["label"] for r in rows)["REFERENCED"] == referenced
