@@ -10,6 +10,7 @@ fitted scorer (feedback/detection_model.py) on the held-out set at its two thres
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
         [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)
+        [--timing-only]     (only the timing, lexical and fitted; reads no held-out pair)
 
 With a model directory (bench/distill_embedding.py builds one from MiniLM), the optional
 embedding scorer is also reported on both sets, with the same figures, and timed.
@@ -349,6 +350,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the held-out summary here")
     parser.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="only the 2,000-word x 20-object timing (lexical and fitted); no labelled set is "
+        "scored, the held-out set is not read",
+    )
+    parser.add_argument(
         "--embedding",
         type=Path,
         default=Path(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR, "").strip() else None,
@@ -362,6 +369,10 @@ def main() -> None:
     )
     print(f"scorer: {DEFAULT_SCORER}")
     rows = load_rows()
+    if args.timing_only:
+        report_timing(rows, args.runs)
+        report_timing(rows, args.runs, FittedScorer(), "fitted")
+        return
     report_quality(rows, args.threshold, args.seed)
     heldout = report_heldout(args.threshold)
     heldout["tuning2_lexical"] = report_tuning2(args.threshold)

@@ -183,9 +183,21 @@ _NUMBER_WORDS = {
 }
 
 # Month names stay content words even when they collide with a stop word ("May").
-_MONTHS = _words(
-    "january february march april may june july august september october november december"
+_MONTHS_IN_ORDER = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 )
+_MONTHS = frozenset(_MONTHS_IN_ORDER)
 
 # Negation cues. "n't" contractions are turned into the cue "not" by the tokenizer.
 _NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
@@ -354,6 +366,8 @@ class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so che
     negated: bool
     proper: bool  # capitalised mid-sentence (a name) in the text it came from
     parts: tuple[str, ...] = ()  # for identifiers: keys of the alphanumeric parts
+    alt: bool = False  # a concept the lexicon wrote after a phrase: optional in a memory
+    covers: tuple[str, ...] = ()  # for a concept: keys of its phrase's words
 
 
 # --------------------------------------------------------------------------------------------
@@ -411,7 +425,9 @@ _DURATION_RE = re.compile(
 _CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
 _FULL_HOUR_RE = re.compile(r"(\d\d):00")
 _HHMM_RE = re.compile(r"\b(\d{1,2}):(\d\d)\b(?!:)")
-_CURRENCY_RE = re.compile(r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?[kKmM]\b)?")
+_CURRENCY_RE = re.compile(
+    r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?(?:[kKmM]|million|thousand|billion|bn)\b)?"
+)
 _CURRENCY_WORD = {"€": "euros", "$": "dollars", "£": "pounds", "¥": "yen"}
 _SCALED_RE = re.compile(r"\b(\d+(?:\.\d+)?)\s?([kK]|[mM]|million|thousand)\b(?![-\w])")
 _VERSION_RE = re.compile(r"\b[vV](\d+(?:\.\d+)+|\d+)\b")
@@ -427,7 +443,14 @@ _GLUED_UNIT = {
     "mins": "minutes",
 }
 _PERCENT_RE = re.compile(r"(\d)\s?%")
-_SCALE = {"k": 1000, "thousand": 1000, "m": 1_000_000, "million": 1_000_000}
+_SCALE = {
+    "k": 1000,
+    "thousand": 1000,
+    "m": 1_000_000,
+    "million": 1_000_000,
+    "billion": 1_000_000_000,
+    "bn": 1_000_000_000,
+}
 
 
 def _plain(number: float) -> str:
@@ -468,7 +491,7 @@ _QUANTITY_RE = re.compile(
     r"\b(?:"
     r"(?P<clock>(\d{1,2})(?::(\d\d))?\s?([apAP])\.?[mM]\b\.?)"
     r"|(?P<hhmm>(\d{1,2}):(\d\d)\b(?!:))"
-    r"|(?P<scaled>(\d+(?:\.\d+)?)\s?([kK]|M|million|thousand)\b(?![-\w]))"
+    r"|(?P<scaled>(\d+(?:\.\d+)?)\s?([kK]|M|million|thousand)\b(?!-\d))"
     r"|(?P<glued>(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s|GB|MB|KB|TB)\b)"
     r"|(?P<version>[vV](\d+(?:\.\d+)*)\b)"
     r")"
@@ -605,7 +628,7 @@ def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
-    return _normalise_numbers(_THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
+    return _concepts(_normalise_numbers(_THOUSANDS_RE.sub("", text)))  # 1,150 -> 1150
 
 
 # --------------------------------------------------------------------------------------------
@@ -666,6 +689,274 @@ _SYNONYM_GROUPS = (
     "vegetarian veggie",
 )
 _SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.split()[1:]}
+
+
+# --------------------------------------------------------------------------------------------
+# Concept lexicon (issue #18): feedback/data/detection_lexicon.txt, general English written by
+# hand (its header explains the three kinds of line), and feedback/data/detection_wordnet.txt,
+# related words derived from WordNet 3.0 by bench/build_wordnet_lexicon.py. Both ship inside
+# the package; the first is read at import (it is small), the second on first use.
+# --------------------------------------------------------------------------------------------
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+LEXICON_FILE = DATA_DIR / "detection_lexicon.txt"
+WORDNET_FILE = DATA_DIR / "detection_wordnet.txt"
+
+# A concept written after a phrase is marked (a private-use character before each of its
+# words) so that the tokenizer knows it is an alternative wording: an optional memory term
+# that stands for the phrase's own words (_Token.alt, _Token.covers). The mark holds the number
+# of words of the phrase (n) and whether the concept keeps the negation in force there
+# ("doesn't report to Dana" -> manager negated) or not, because its phrase holds the negation
+# itself ("doesn't eat meat" -> vegetarian, asserted): chr(_MARK_BASE + 2 n + absorb).
+_MARK_BASE = 0xE000
+_MARK_LOW, _MARK_HIGH = chr(_MARK_BASE), chr(_MARK_BASE + 0xFF)
+_ABSORB_RE = re.compile(r"n't\b|\b(?:not|never|no|without|non|cannot|free|less|quit|stopped)\b")
+
+
+def _read_lexicon(path: Path) -> tuple[list[list[str]], list[list[str]], list[tuple[str, str]]]:
+    merges: list[list[str]] = []
+    related: list[list[str]] = []
+    phrases: list[tuple[str, str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        kind, _, body = line.partition(" ")
+        if kind == "=":
+            merges.append(body.split())
+        elif kind == "~":
+            related.append(body.split())
+        elif kind == ">":
+            concept, _, alternatives = body.partition(":")
+            for alt in alternatives.split(" | "):
+                phrases.append((concept.strip(), alt.strip()))
+    return merges, related, phrases
+
+
+_LEX_MERGES, _LEX_RELATED, _LEX_PHRASES = _read_lexicon(LEXICON_FILE)
+for _group in _LEX_MERGES:
+    for _w in _group[1:]:
+        _SYNONYMS.setdefault(_w, _group[0])
+
+
+def _expand_lead(alternative: str) -> list[str]:
+    """A phrase that opens with a group, "(?:doesn't|does not) eat meat", as one phrase per
+    option, so that every phrase opens with a literal word."""
+    if not alternative.startswith("(?:"):
+        return [alternative]
+    close = alternative.index(")")
+    options = alternative[3:close].split("|")
+    rest = alternative[close + 1 :]
+    if rest.startswith("?"):
+        options.append("")
+        rest = rest[1:]
+    return [o + rest if o else rest.lstrip() for o in options]
+
+
+def _literal_prefix(alternative: str) -> str:
+    """The literal letters a phrase opens with ("report" for "reports? to")."""
+    out = ""
+    for i, ch in enumerate(alternative):
+        if not (ch.isalnum() or ch in "'-"):
+            break
+        if alternative[i + 1 : i + 2] in ("?", "*", "{"):
+            break
+        out += ch
+    return out.lower()
+
+
+def _phrase_index(phrases: list[tuple[str, str]]) -> dict[str, tuple[re.Pattern, tuple[str, ...]]]:
+    """Phrases by the (up to) three letters they open with: a regex per bucket with one group
+    per phrase, and the phrases' concepts. Looking up the few buckets that can start at a word
+    is much faster than one alternation of every phrase tried at every position."""
+    buckets: dict[str, list[tuple[str, str]]] = {}
+    for concept, alternative in phrases:
+        for alt in _expand_lead(alternative):
+            prefix = _literal_prefix(alt)
+            if not prefix:
+                raise ValueError(f"lexicon phrase without a literal first letter: {alt!r}")
+            buckets.setdefault(prefix[:3], []).append((concept, alt))
+    index = {}
+    for key, items in buckets.items():
+        items.sort(key=lambda item: len(item[1]), reverse=True)
+        pattern = "|".join(f"({alt})" for _, alt in items)
+        index[key] = (
+            re.compile(f"(?:{pattern})(?![\\w-])", re.IGNORECASE),
+            tuple(c for c, _ in items),
+        )
+    return index
+
+
+_PHRASE_INDEX = _phrase_index(_LEX_PHRASES)
+_WORD_START_RE = re.compile(r"(?<![\w-])\w")
+# Durations in another unit: "2 hours" also reads "120 minutes", "14 days" "2 weeks".
+_SMALL_NUMBERS = {
+    **{w: n for w, n in _ONES.items() if w != "one"},
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
+_UNIT_SWAP_RE = re.compile(
+    r"\b(\d+(?:\.\d+)?|" + "|".join(_SMALL_NUMBERS) + r")[ -](minute|hour|day|week|month|year)s?"
+    r"\b(?![-\w])",
+    re.IGNORECASE,
+)
+# Other spellings of a date, a time of day or a duration, written after them as alternatives.
+_MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS_IN_ORDER, start=1)}
+_MONTH_ALT = "|".join(_MONTHS_IN_ORDER)
+_DATE_RE = re.compile(
+    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?(?: of)? ("
+    + _MONTH_ALT
+    + r")|("
+    + _MONTH_ALT
+    + r") (\d{1,2})(?:st|nd|rd|th)?\b)(?:,? (\d{4}))?\b",
+    re.IGNORECASE,
+)
+_CLOCK_WORDS = {**{w: n for w, n in _ONES.items()}, "ten": 10, "eleven": 11, "twelve": 12}
+_CLOCK_WORD_RE = re.compile(
+    r"\b(?:(half|quarter)[- ](past|to)[- ](\d{1,2}|" + "|".join(_CLOCK_WORDS) + r")"
+    r"|(\d{1,2}|" + "|".join(_CLOCK_WORDS) + r") o'clock)\b",
+    re.IGNORECASE,
+)
+_SPOKEN_DURATIONS = {
+    "half a year": "6 months",
+    "a year and a half": "18 months",
+    "half a day": "12 hours",
+    "a fortnight": "2 weeks",
+    "half a dozen": "6",
+}
+_SPOKEN_RE = re.compile(r"\b(?:" + "|".join(_SPOKEN_DURATIONS) + r")\b", re.IGNORECASE)
+
+
+def _date(match: re.Match) -> str:
+    day = match.group(1) or match.group(4)
+    month = _MONTH_NUMBER[(match.group(2) or match.group(3)).lower()]
+    if not 1 <= int(day) <= 31:
+        return match.group(0)
+    iso = f"{month:02d}-{int(day):02d}"
+    if match.group(5):
+        iso = f"{match.group(5)}-{iso}"
+    return match.group(0) + _marked(iso, False, len(_TOKEN_SPLIT_RE.findall(match.group(0))))
+
+
+def _clock_words(match: re.Match) -> str:
+    raw = match.group(3) or match.group(4)
+    hour = int(raw) if raw.isdigit() else _CLOCK_WORDS[raw.lower()]
+    if not 1 <= hour <= 12:
+        return match.group(0)
+    minute = 0
+    if match.group(1):
+        minute = 30 if match.group(1).lower() == "half" else 15
+        if match.group(2).lower() == "to":
+            hour, minute = (hour - 1) or 12, 60 - minute
+    n = len(_TOKEN_SPLIT_RE.findall(match.group(0)))
+    return match.group(0) + _marked(f"{hour:02d}:{minute:02d}", False, n)
+
+
+def _spoken(match: re.Match) -> str:
+    n = len(_TOKEN_SPLIT_RE.findall(match.group(0)))
+    return match.group(0) + _marked(_SPOKEN_DURATIONS[match.group(0).lower()], False, n)
+
+
+_UNIT_SWAPS = {  # unit -> (other unit, factor to it)
+    "minute": ("hours", 1 / 60),
+    "hour": ("minutes", 60),
+    "day": ("weeks", 1 / 7),
+    "week": ("days", 7),
+    "month": ("years", 1 / 12),
+    "year": ("months", 12),
+}
+
+
+def _marked(words: str, absorb: bool, covers: int) -> str:
+    out = []
+    for i, w in enumerate(words.split()):
+        out.append(f" {chr(_MARK_BASE + 2 * (covers if i == 0 else 0) + absorb)}{w}")
+    return "".join(out) + " "
+
+
+def _phrases(text: str) -> str:
+    """The text with each lexicon phrase followed by its concept (marked)."""
+    low = text.lower()
+    out: list[str] = []
+    last = 0
+    index = _PHRASE_INDEX
+    for m in _WORD_START_RE.finditer(low):
+        pos = m.start()
+        if pos < last:
+            continue
+        best = concept = None
+        for key in {low[pos : pos + 3], low[pos : pos + 2], low[pos]}:
+            bucket = index.get(key)
+            if bucket is None:
+                continue
+            hit = bucket[0].match(text, pos)
+            if hit and (best is None or hit.end() > best.end()):
+                best, concept = hit, bucket[1][hit.lastindex - 1]
+        if best is None:
+            continue
+        phrase = best.group(0)
+        absorb = _ABSORB_RE.search(phrase.lower()) is not None
+        out.append(text[last : best.end()])
+        out.append(_marked(concept, absorb, min(60, len(_TOKEN_SPLIT_RE.findall(phrase)))))
+        last = best.end()
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _unit_swap(match: re.Match) -> str:
+    raw = match.group(1).lower()
+    value = float(_SMALL_NUMBERS.get(raw, raw))
+    unit, factor = _UNIT_SWAPS[match.group(2).lower()]
+    other = value * factor
+    if other < 1 or abs(other * 2 - round(other * 2)) > 1e-9:
+        return match.group(0)  # only whole or half units: "90 minutes" -> "1.5 hours"
+    return match.group(0) + _marked(f"{_plain(other)} {unit}", False, 2)
+
+
+def _concepts(text: str) -> str:
+    """The text with concept words written after the lexicon's phrases and converted
+    durations (marked as alternatives)."""
+    text = _phrases(text)
+    low = text.lower()
+    text = _UNIT_SWAP_RE.sub(_unit_swap, text)
+    if "half" in low or "fortnight" in low:
+        text = _SPOKEN_RE.sub(_spoken, text)
+    if _HAS_DIGIT_RE.search(text):
+        text = _DATE_RE.sub(_date, text)
+    if "half" in low or "quarter" in low or "o'clock" in low:
+        text = _CLOCK_WORD_RE.sub(_clock_words, text)
+    return text
+
+
+@lru_cache(maxsize=1)
+def _related_table() -> dict[str, tuple[tuple[str, int], ...]]:
+    """Stem -> ((related stem, kind), ...); kind 0: lexicon "~" line or WordNet synonym,
+    1: WordNet hypernym, 2: WordNet hyponym. Loaded once, on first use."""
+
+    def key(word: str) -> str:
+        low = _UNIT_CANON.get(word, word)
+        return _stem(_SYNONYMS.get(low, low))
+
+    table: dict[str, dict[str, int]] = {}
+
+    def add(a: str, b: str, kind: int) -> None:
+        ka, kb = key(a), key(b)
+        if ka != kb:
+            row = table.setdefault(ka, {})
+            row[kb] = min(kind, row.get(kb, kind))
+
+    for group in _LEX_RELATED:
+        for a in group:
+            for b in group:
+                add(a, b, 0)
+    for line in WORDNET_FILE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            continue
+        word, *lists = line.split("\t")
+        for kind, words in enumerate(lists):
+            for other in words.split():
+                add(word, other, kind)
+    return {k: tuple(sorted(v.items())) for k, v in table.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -798,7 +1089,11 @@ def _lex(raw: str, sentence_start: bool) -> tuple[tuple[_Token, ...], str, bool]
 
 @lru_cache(maxsize=16384)
 def _negate(tok: _Token) -> _Token:
-    return _Token(tok.key, tok.cls, tok.weight, True, tok.proper, tok.parts)
+    return _Token(tok.key, tok.cls, tok.weight, True, tok.proper, tok.parts, tok.alt, tok.covers)
+
+
+def _as_alt(tok: _Token, covers: tuple[str, ...]) -> _Token:
+    return _Token(tok.key, tok.cls, tok.weight, False, False, tok.parts, True, covers)
 
 
 def _tokenise(text: str) -> _Tokens:
@@ -812,6 +1107,7 @@ def _tokenise(text: str) -> _Tokens:
     neg_stops: frozenset[str] = frozenset()
     scope_start = 0  # first token of the current clause: how far back "... anymore" reaches
     prev_low = ""
+    piece_starts: list[int] = []  # number of tokens before each word of the text
     # [gap, token, gap, token, ..., gap]: faster than finditer, and the gaps come for free.
     pieces = _TOKEN_SPLIT_RE.split(text)
     pos = 0
@@ -832,6 +1128,18 @@ def _tokenise(text: str) -> _Tokens:
                     sentence_starts.append(start)
                     sentence += 1
         lexed, low, cue = _lex(raw, sentence_start)
+        piece_starts.append(len(tokens))
+        if gap and _MARK_LOW <= gap[-1] <= _MARK_HIGH:  # a concept written by the lexicon
+            code = ord(gap[-1]) - _MARK_BASE
+            n, absorb = code // 2, code % 2
+            first = piece_starts[max(0, len(piece_starts) - 1 - n)]
+            covers = tuple(t.key for t in tokens[first:] if not t.alt) if n else ()
+            for tok in lexed:
+                alt = _as_alt(tok, covers)
+                tokens.append(_negate(alt) if neg_left and not absorb else alt)
+                clauses.append(clause)
+                sentences.append(sentence)
+            continue
         if low in _CLAUSE_WORDS:
             neg_left = 0
             scope_start = len(tokens)
@@ -941,7 +1249,10 @@ def _entities(norm: str, starts: Sequence[int]) -> dict[int, frozenset[str]]:
             continue
         found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(low))
     for m in _RELATION_RE.finditer(norm):
-        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(_stem(m.group(1).lower()))
+        low = m.group(1).lower()
+        found.setdefault(bisect_right(starts, m.start()) - 1, set()).add(
+            _stem(_SYNONYMS.get(low, low))
+        )
     return {s: frozenset(v) for s, v in found.items()}
 
 
@@ -1001,8 +1312,9 @@ def _prepare_response(response: str) -> _Response:
 def _build_memory(tokens: Sequence[_Token], facts: tuple[_Memory, ...] = ()) -> _Memory:
     seen: dict[str, _Token] = {}
     for tok in tokens:
-        if tok.key not in seen or tok.weight > seen[tok.key].weight:
-            seen[tok.key] = tok
+        old = seen.get(tok.key)
+        if old is None or (old.alt, tok.weight) > (tok.alt, old.weight):
+            seen[tok.key] = tok  # a term as written beats the same term as a concept
     order = list(dict.fromkeys(t.key for t in tokens))
     terms = tuple(seen[k] for k in order)
     # Pairs run over the memory's token sequence (units included: "45 minutes", "400 euros").
@@ -1019,7 +1331,7 @@ _FACT_RARE_WEIGHT = 1.4  # a clause with one distinctive word this rare still st
 
 
 def _is_fact(group: Sequence[_Token]) -> bool:
-    core = [t for t in group if t.cls not in (_GENERIC, _UNIT)]
+    core = [t for t in group if t.cls not in (_GENERIC, _UNIT) and not t.alt]
     return len(core) >= 2 or (len(core) == 1 and core[0].weight >= _FACT_RARE_WEIGHT)
 
 
@@ -1086,6 +1398,10 @@ class LexicalFeatures(NamedTuple):
     negation_dropped: bool = False  # the memory's negated terms appear only un-negated
     cue_dropped: bool = False  # the memory's "no longer true" cue is not in the window
     impersonal: bool = False  # the window never says "you", "your", "we", "our", "us"
+    related_share: float = 0.0  # share of the matched distinctive weight found as related words
+    top_weight: float = 0.0  # weight of the heaviest distinctive term matched in the window
+    name_missing: bool = False  # a name or identifier of the memory is not in the window
+    name_swap: bool = False  # ... and the window names someone or something else
 
 
 _YOU_RE = re.compile(r"\b(?:you|your|yours|we|our|ours|us)\b")
@@ -1133,6 +1449,9 @@ class LexicalScorer:
     contradiction_factor: float = 0.25
     identifier_part_credit: float = 0.8
     conflict_factor: float = 0.3
+    related_credit: float = 0.6
+    hypernym_credit: float = 0.4
+    hyponym_credit: float = 0.5
 
     def score(self, content: str, response: str) -> tuple[float, str]:
         return self.score_many([content], response)[0]
@@ -1147,6 +1466,8 @@ class LexicalScorer:
         where = resp.occurrences.get(term.key)
         if where:
             return 1.0, where
+        if term.cls == _WORD:
+            return self._related(term.key, resp)
         if term.cls != _ID:
             return _NO_MATCH
         # "registry.acme.io" inside "registry.acme.io/api:1.2"; only with a separator, so that
@@ -1155,10 +1476,12 @@ class LexicalScorer:
         if at >= 0:
             return 1.0, {bisect_right(resp.sentence_starts, at) - 1: _POS}
         hour = _FULL_HOUR_RE.fullmatch(term.key)
-        if hour:  # "10:00" (from "10 a.m.") against a bare "before 10"
-            where = resp.occurrences.get(str(int(hour.group(1))))
-            if where:
-                return self.identifier_part_credit, where
+        if hour:  # "10:00" (from "10 a.m.") against a bare "before 10"; "20:00" and "8"
+            h = int(hour.group(1))
+            for bare in (str(h), str(h - 12) if h > 12 else ""):
+                where = resp.occurrences.get(bare)
+                if where:
+                    return self.identifier_part_credit, where
         if term.parts:  # "PG 15" for "PG-15": every part present in one sentence
             found = [resp.occurrences.get(p, {}) for p in term.parts]
             common = set(found[0]).intersection(*found[1:])
@@ -1169,6 +1492,39 @@ class LexicalScorer:
                         merged[sentence] = merged.get(sentence, 0) | f[sentence]
                 return self.identifier_part_credit, merged
         return _NO_MATCH
+
+    def _covered(self, mem: _Memory, matches: dict[str, _Match], window: int | None) -> set[str]:
+        """Keys of the memory's terms that do not count in this window: the words of a phrase
+        matched as its concept instead, and a concept whose phrase's words all matched as
+        written (it would count the same evidence twice)."""
+        covered: set[str] = set()
+        for term in mem.terms:
+            if not term.covers or not self._local(matches[term.key], window)[0]:
+                continue
+            if all(self._local(matches[k], window)[0] for k in term.covers if k in matches):
+                covered.add(term.key)
+            else:
+                covered.update(term.covers)
+        return covered
+
+    def _related(self, key: str, resp: _Response) -> _Match:
+        """A word found only as a related word: a lexicon "~" line or a WordNet synonym
+        (related_credit), a WordNet hypernym or hyponym (hypernym_credit, hyponym_credit)."""
+        credits = (self.related_credit, self.hypernym_credit, self.hyponym_credit)
+        if not any(credits):
+            return _NO_MATCH
+        best = 0.0
+        merged: dict[int, int] = {}
+        for other, kind in _related_table().get(key, ()):
+            credit = credits[kind]
+            where = resp.occurrences.get(other) if credit else None
+            if not where:
+                continue
+            if credit > best:
+                best = credit
+            for sentence, bits in where.items():
+                merged[sentence] = merged.get(sentence, 0) | bits
+        return (best, merged) if best else _NO_MATCH
 
     def _window(self, terms: Sequence[_Token], matches: dict[str, _Match]) -> int | None:
         """First sentence of the window where the memory's matched weight is highest."""
@@ -1231,10 +1587,19 @@ class LexicalScorer:
         matched_w = contradicted_w = flipped_w = negated_w = 0.0
         core_total = missing = 0.0
         core = core_matched = 0
+        related_w = top_w = 0.0
+        name_missing = False
+        covered = self._covered(mem, matches, window)
         for term in mem.terms:
             credit, bits = self._local(matches[term.key], window)
-            if term.cls in (_GENERIC, _UNIT):
+            if term.cls in (_GENERIC, _UNIT) or term.key in covered or (term.alt and not credit):
                 continue
+            if credit and term.cls == _WORD and credit < 1.0:
+                related_w += term.weight * credit
+            if credit:
+                top_w = max(top_w, term.weight * credit)
+            elif term.cls in (_PROPER, _ID) or term.proper:
+                name_missing = True
             core += 1
             core_total += term.weight
             if credit:
@@ -1266,7 +1631,7 @@ class LexicalScorer:
         reason = f"lexical {score:.2f} {verdict} {self.threshold:.2f}: {detail}"
         if notes:
             reason += "; " + "; ".join(notes)
-        retraction = other_number = unaddressed = cue_dropped = impersonal = False
+        retraction = other_number = unaddressed = cue_dropped = impersonal = name_swap = False
         first_missing = True
         if extras and window is not None:
             starts = resp.sentence_starts
@@ -1281,9 +1646,15 @@ class LexicalScorer:
             keys = {t.key for t in mem.terms}
             numbers_in = set().union(*(resp.numbers_at.get(s, ()) for s in range(window, end)))
             other_number = bool(numbers_in - keys) and any(
-                _is_numeric(t) and not self._local(matches[t.key], window)[0] for t in mem.terms
+                _is_numeric(t) and not t.alt and not self._local(matches[t.key], window)[0]
+                for t in mem.terms
             )
-            first = next((t for t in mem.terms if t.cls not in (_GENERIC, _UNIT)), None)
+            first = next(
+                (t for t in mem.terms if t.cls not in (_GENERIC, _UNIT) and not t.alt), None
+            )
+            if name_missing:
+                names_in = set().union(*(resp.names_at.get(s, ()) for s in range(window, end)))
+                name_swap = bool(names_in - keys)
             first_missing = first is not None and not self._local(matches[first.key], window)[0]
         return LexicalFeatures(
             score=score,
@@ -1309,6 +1680,10 @@ class LexicalScorer:
             negation_dropped=negated_w > 0 and flipped_w / negated_w >= self.contradiction_share,
             cue_dropped=cue_dropped,
             impersonal=impersonal,
+            related_share=related_w / matched_w if matched_w else 0.0,
+            top_weight=top_w,
+            name_missing=name_missing,
+            name_swap=name_swap,
         )
 
     def _conflict(
@@ -1350,7 +1725,13 @@ class LexicalScorer:
         matched: list[str] = []
         support = distinctive = mem_numbers = numbers_matched = 0
         anchored = False
+        dropped: set[str] = set()
+        covered = self._covered(mem, matches, window)
         for term in mem.terms:
+            credit, _ = self._local(matches[term.key], window)
+            if term.key in covered or (term.alt and not credit):
+                dropped.add(term.key)  # an unused alternative wording is not missing
+                continue
             weight = term.weight
             if term.cls == _WORD and term.key in resp.proper:
                 weight = _W_PROPER  # a name that happened to open the memory's sentence
@@ -1359,7 +1740,6 @@ class LexicalScorer:
             distinctive += is_core
             numeric = _is_numeric(term)
             mem_numbers += numeric
-            credit, _ = self._local(matches[term.key], window)
             if not credit:
                 continue
             matched_w += weight * credit
@@ -1367,15 +1747,18 @@ class LexicalScorer:
             numbers_matched += numeric
             support += is_core
             anchored = anchored or (credit == 1.0 and _is_anchor(term))
-        coverage = matched_w / total
+        coverage = matched_w / total if total else 0.0
         shown = ", ".join(matched[:6]) + (", ..." if len(matched) > 6 else "")
         detail = f"matched {len(matched)}/{len(mem.terms)} terms ({shown})"
         score = proximity = coverage
-        if mem.pairs:
-            near = sum(1 for p in mem.pairs if p in resp.pairs)
-            proximity = near / len(mem.pairs)
+        pairs = mem.pairs
+        if dropped:
+            pairs = [p for p in pairs if p[0] not in dropped and p[1] not in dropped]
+        if pairs:
+            near = sum(1 for p in pairs if p in resp.pairs)
+            proximity = near / len(pairs)
             score = self.coverage_weight * coverage + self.proximity_weight * proximity
-            detail += f", near pairs {near}/{len(mem.pairs)}"
+            detail += f", near pairs {near}/{len(pairs)}"
         notes: list[str] = []
         if not support and not anchored:
             return 0.0, detail, ["only common words matched"], coverage, proximity

@@ -53,6 +53,10 @@ FEATURES = (
     "negation_dropped",
     "cue_dropped",
     "impersonal",
+    "related_share",
+    "top_weight",
+    "name_missing",
+    "name_swap",
 )
 
 
@@ -78,6 +82,10 @@ def feature_vector(f: LexicalFeatures) -> tuple[float, ...]:
         float(f.negation_dropped),
         float(f.cue_dropped),
         float(f.impersonal),
+        f.related_share,
+        f.top_weight,
+        float(f.name_missing),
+        float(f.name_swap),
     )
 
 
