@@ -2,11 +2,13 @@
 from the two tuning sets, reproducibly, and report cross-validated figures.
 
     .venv/bin/python bench/fit_detection.py [--folds 5] [--seed 18] [--l2 1.0]
-        [--target 0.85] [--write] [--embedding DIR]
+        [--target 0.85] [--write] [--embedding DIR] [--extra FILE ...]
 
-Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl (the held-out set is
-never read here). Folds are grouped by memory text (every pair of one memory stays in one fold)
-and stratified by label, with a fixed seed.
+Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl, and any further tuning
+set given with --extra (JSON lines with memory, response, label; e.g. the blind tuning sets
+tuning3a/tuning3b). The held-out set is never read here, and --extra refuses it. Folds are
+grouped by memory text (every pair of one memory stays in one fold) and stratified by label,
+with a fixed seed.
 
 Two threshold rules, both fixed before any held-out evaluation, on a 0.01 grid of out-of-fold
 probabilities over the pooled tuning data: rule A (the model's THRESHOLD) is the lowest
@@ -18,7 +20,8 @@ lexical default's recall on the same pairs, to compare precision at equal recall
 1. nested cross-validation — each outer fold's thresholds are chosen by the rules on an inner
    cross-validation of its own training folds, so the pooled outer predictions are honest;
 2. a split check: fit on reference + half of tuning2's memories, measure on the other half,
-   both ways;
+   both ways; and leave one set out: fit on the other sets (thresholds by the rules on their
+   own out-of-fold probabilities), measure on the set left out;
 3. the final fit on everything, with the thresholds chosen by the rules on plain out-of-fold
    probabilities. `--write` puts its coefficients into feedback/detection_model.py.
 
@@ -244,13 +247,18 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.85)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--embedding", type=Path)
+    ap.add_argument("--extra", type=Path, action="append", default=[], help="another tuning set")
     args = ap.parse_args()
+    if any("heldout" in p.name for p in args.extra):
+        ap.error("the held-out set is for the one held-out evaluation, not for fitting")
     if args.write and args.embedding:
         ap.error("--write fits the default model, which has no embedding feature")
 
-    rows = [r for name in SETS for r in load_rows(DATA / name)]
+    paths = [DATA / name for name in SETS] + list(args.extra)
+    rows = [dict(r, set=p.stem) for p in paths for r in load_rows(p)]
+    set_names = list(dict.fromkeys(r["set"] for r in rows))
     n = len(rows)
-    blind = [r["id"].startswith("t2") for r in rows]
+    blind = [r["set"] == "detection_tuning2" for r in rows]
     ys = [int(r["label"] == REFERENCED) for r in rows]
     xs, vetoes = featurise(rows, args.embedding)
     default = LexicalScorer()
@@ -261,10 +269,9 @@ def main() -> None:
     print(f"L2 penalty {args.l2} on standardised features, target precision {args.target}")
     decided = sum(v is not None for v in vetoes)
     print(f"{decided} pairs decided by a veto (lexical contradiction, conflict or score 0)")
-    views = (
-        ("pooled", [True] * n),
-        ("reference only", [not b for b in blind]),
-        ("tuning2 only", blind),
+    views = (("pooled", [True] * n),) + tuple(
+        (f"{name.removeprefix('detection_')} only", [r["set"] == name for r in rows])
+        for name in set_names
     )
     print("\n0. lexical default (threshold 0.40; tuning2 is out of sample for it)")
     for name, sel in views:
@@ -316,6 +323,30 @@ def main() -> None:
         print("  " + line(f"half {h}: rule B (t {tb:.2f})", confusion(yt, ps, tb)))
         print("  " + line(f"half {h}: lexical default", lx))
 
+    print("\n2b. leave one set out: fit on the other sets, measure on the one left out")
+    for name in set_names:
+        train = [i for i in range(n) if rows[i]["set"] != name]
+        test = [i for i in range(n) if rows[i]["set"] == name]
+
+        def tr(v, train=train):
+            return [v[i] for i in train]
+
+        inner = oof(tr(xs), tr(ys), tr(vetoes), folds(tr(rows), k, args.seed), k, args.l2)
+        ta = choose_threshold(tr(ys), inner, args.target)
+        tb = matched_recall_threshold(tr(ys), inner, tr(lexical))
+        model = fit(tr(xs), tr(ys), args.l2, tr(vetoes))
+        ps = predict(model, [xs[i] for i in test], [vetoes[i] for i in test])
+        yt = [ys[i] for i in test]
+        short = name.removeprefix("detection_")
+        print("  " + line(f"{short}: rule A (t {ta:.2f})", confusion(yt, ps, ta)))
+        print("  " + line(f"{short}: rule B (t {tb:.2f})", confusion(yt, ps, tb)))
+        print(
+            "  "
+            + line(
+                f"{short}: lexical default", confusion(yt, [float(lexical[i]) for i in test], 0.5)
+            )
+        )
+
     # 3. final model
     probs = oof(xs, ys, vetoes, fold, k, args.l2)
     ta = choose_threshold(ys, probs, args.target)
@@ -339,9 +370,10 @@ def main() -> None:
     for name, c in zip(names, model[1], strict=True):
         print(f"  {name:24} {c:+.4f}")
     if args.write:
+        extra = "".join(f" --extra {p.name}" for p in args.extra)
         note = (
             f"bench/fit_detection.py --folds {k} --seed {args.seed} --l2 {args.l2} "
-            f"--target {args.target}: {n} pairs"
+            f"--target {args.target}{extra}: {n} pairs"
         )
         write_model(model, ta, tb, note)
         print(f"\nwrote {MODEL.relative_to(ROOT)}")

@@ -424,6 +424,7 @@ _DURATION_RE = re.compile(
 # 5 pm, 5pm, 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 stays 9:05 -> 09:05
 _CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
 _FULL_HOUR_RE = re.compile(r"(\d\d):00")
+_LATE_HHMM_RE = re.compile(r"(1[3-9]|2[0-3]):(\d\d)")
 _HHMM_RE = re.compile(r"\b(\d{1,2}):(\d\d)\b(?!:)")
 _CURRENCY_RE = re.compile(
     r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?(?:[kKmM]|million|thousand|billion|bn)\b)?"
@@ -624,11 +625,12 @@ def retraction_cues(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _normalise(text: str) -> str:
+def _normalise(text: str, concepts: bool = True) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
-    return _concepts(_normalise_numbers(_THOUSANDS_RE.sub("", text)))  # 1,150 -> 1150
+    text = _normalise_numbers(_THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
+    return _concepts(text) if concepts else text
 
 
 # --------------------------------------------------------------------------------------------
@@ -855,13 +857,13 @@ def _spoken(match: re.Match) -> str:
     return match.group(0) + _marked(_SPOKEN_DURATIONS[match.group(0).lower()], False, n)
 
 
-_UNIT_SWAPS = {  # unit -> (other unit, factor to it)
-    "minute": ("hours", 1 / 60),
-    "hour": ("minutes", 60),
-    "day": ("weeks", 1 / 7),
-    "week": ("days", 7),
-    "month": ("years", 1 / 12),
-    "year": ("months", 12),
+_UNIT_SWAPS = {  # unit -> ((other unit, factor to it), ...)
+    "minute": (("hours", 1 / 60),),
+    "hour": (("minutes", 60), ("days", 1 / 24)),
+    "day": (("weeks", 1 / 7), ("hours", 24)),
+    "week": (("days", 7),),
+    "month": (("years", 1 / 12),),
+    "year": (("months", 12),),
 }
 
 
@@ -906,11 +908,13 @@ def _phrases(text: str) -> str:
 def _unit_swap(match: re.Match) -> str:
     raw = match.group(1).lower()
     value = float(_SMALL_NUMBERS.get(raw, raw))
-    unit, factor = _UNIT_SWAPS[match.group(2).lower()]
-    other = value * factor
-    if other < 1 or abs(other * 2 - round(other * 2)) > 1e-9:
-        return match.group(0)  # only whole or half units: "90 minutes" -> "1.5 hours"
-    return match.group(0) + _marked(f"{_plain(other)} {unit}", False, 2)
+    out = match.group(0)
+    for unit, factor in _UNIT_SWAPS[match.group(2).lower()]:
+        other = value * factor
+        if other < 1 or abs(other * 2 - round(other * 2)) > 1e-9:
+            continue  # only whole or half units: "90 minutes" -> "1.5 hours"
+        out += _marked(f"{_plain(other)} {unit}", False, 2)
+    return out
 
 
 def _concepts(text: str) -> str:
@@ -1107,7 +1111,7 @@ def _tokenise(text: str) -> _Tokens:
     neg_stops: frozenset[str] = frozenset()
     scope_start = 0  # first token of the current clause: how far back "... anymore" reaches
     prev_low = ""
-    piece_starts: list[int] = []  # number of tokens before each word of the text
+    piece_starts: list[int] = []  # number of tokens before each word of the text as written
     # [gap, token, gap, token, ..., gap]: faster than finditer, and the gaps come for free.
     pieces = _TOKEN_SPLIT_RE.split(text)
     pos = 0
@@ -1128,12 +1132,15 @@ def _tokenise(text: str) -> _Tokens:
                     sentence_starts.append(start)
                     sentence += 1
         lexed, low, cue = _lex(raw, sentence_start)
-        piece_starts.append(len(tokens))
+        if not (gap and _MARK_LOW <= gap[-1] <= _MARK_HIGH):
+            piece_starts.append(len(tokens))  # words of the text only, not written concepts
         if gap and _MARK_LOW <= gap[-1] <= _MARK_HIGH:  # a concept written by the lexicon
             code = ord(gap[-1]) - _MARK_BASE
             n, absorb = code // 2, code % 2
-            first = piece_starts[max(0, len(piece_starts) - 1 - n)]
-            covers = tuple(t.key for t in tokens[first:] if not t.alt) if n else ()
+            covers: tuple[str, ...] = ()
+            if n and piece_starts:
+                first = piece_starts[max(0, len(piece_starts) - n)]
+                covers = tuple(t.key for t in tokens[first:] if not t.alt)
             for tok in lexed:
                 alt = _as_alt(tok, covers)
                 tokens.append(_negate(alt) if neg_left and not absorb else alt)
@@ -1256,8 +1263,8 @@ def _entities(norm: str, starts: Sequence[int]) -> dict[int, frozenset[str]]:
     return {s: frozenset(v) for s, v in found.items()}
 
 
-def _prepare_response(response: str) -> _Response:
-    normalised = _normalise(response)
+def _prepare_response(response: str, concepts: bool = True) -> _Response:
+    normalised = _normalise(response, concepts)
     norm = _strip_quoted_question(normalised)
     occurrences: dict[str, dict[int, int]] = {}
     proper: set[str] = set()
@@ -1351,8 +1358,8 @@ _SUBJECT_RE = re.compile(r"\s*(?:The\s+)?([A-Z][a-z]+)'s\b")
 _USER_RE = re.compile(r"\b(?:[Uu]ser|I|my|me)\b")
 
 
-def _prepare_memory(content: str) -> _Memory:
-    parsed = _tokenise(_normalise(content))
+def _prepare_memory(content: str, concepts: bool = True) -> _Memory:
+    parsed = _tokenise(_normalise(content, concepts))
     groups: dict[int, list[_Token]] = {}
     for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
         groups.setdefault(clause, []).append(tok)
@@ -1435,6 +1442,15 @@ class LexicalScorer:
       × contradiction_factor when ≥ contradiction_share of the matched distinctive weight occurs
                              in the window only under a negation the memory does not have.
     REFERENCED when score ≥ threshold. The constants are explained in docs/DETECTION.md.
+
+    Concepts (issue #18, feedback/data/detection_lexicon.txt): with `concepts`, a phrase of the
+    lexicon ("reports to", "doesn't eat meat", "every other week"), a date, a spoken time or a
+    duration is followed by its other wording ("manager", "vegetarian", "everyfortnightly",
+    "2027-08-02", "09:30", "120 minutes"): an optional term of the memory, that stands in for
+    the phrase's own words when they are missing and is not counted when they are all there.
+    A word of the memory found only as a related word counts with partial credit: a lexicon
+    "~" line or a WordNet synonym `related_credit`, a WordNet hypernym `hypernym_credit`, a
+    hyponym `hyponym_credit` (0 turns each off).
     """
 
     threshold: float = 0.4
@@ -1452,13 +1468,14 @@ class LexicalScorer:
     related_credit: float = 0.6
     hypernym_credit: float = 0.4
     hyponym_credit: float = 0.5
+    concepts: bool = True
 
     def score(self, content: str, response: str) -> tuple[float, str]:
         return self.score_many([content], response)[0]
 
     def score_many(self, contents: Sequence[str], response: str) -> list[tuple[float, str]]:
-        prepared = _prepare_response(response)
-        return [self._score(_prepare_memory(c), prepared) for c in contents]
+        prepared = _prepare_response(response, self.concepts)
+        return [self._score(_prepare_memory(c, self.concepts), prepared) for c in contents]
 
     # -- internals -------------------------------------------------------------------------
 
@@ -1476,6 +1493,11 @@ class LexicalScorer:
         if at >= 0:
             return 1.0, {bisect_right(resp.sentence_starts, at) - 1: _POS}
         hour = _FULL_HOUR_RE.fullmatch(term.key)
+        late = _LATE_HHMM_RE.fullmatch(term.key)
+        if late:  # "19:30" and "half past seven" (07:30)
+            where = resp.occurrences.get(f"{int(late.group(1)) - 12:02d}:{late.group(2)}")
+            if where:
+                return self.identifier_part_credit, where
         if hour:  # "10:00" (from "10 a.m.") against a bare "before 10"; "20:00" and "8"
             h = int(hour.group(1))
             for bare in (str(h), str(h - 12) if h > 12 else ""):
@@ -1554,8 +1576,8 @@ class LexicalScorer:
     def features_many(self, contents: Sequence[str], response: str) -> list[LexicalFeatures]:
         """The score, reason and the sub-scores and flags behind them, one per content (for
         scorers fitted on top of this one, feedback/detection_model.py)."""
-        prepared = _prepare_response(response)
-        return [self._analyse(_prepare_memory(c), prepared) for c in contents]
+        prepared = _prepare_response(response, self.concepts)
+        return [self._analyse(_prepare_memory(c, self.concepts), prepared) for c in contents]
 
     def _score(self, mem: _Memory, resp: _Response) -> tuple[float, str]:
         features = self._analyse(mem, resp, extras=False)
