@@ -36,6 +36,7 @@ import math
 import random
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,7 +230,8 @@ def write_model(model, threshold: float, matched: float, note: str) -> None:
     begin = text.index("# --- fitted by bench/fit_detection.py: BEGIN")
     begin = text.index("\n", begin) + 1
     end = text.index("# --- fitted by bench/fit_detection.py: END")
-    body = [f"# {note}", f"INTERCEPT = {intercept:.6f}", "COEFFICIENTS = ("]
+    body = [*textwrap.wrap(note, 98, initial_indent="# ", subsequent_indent="#   ")]
+    body += [f"INTERCEPT = {intercept:.6f}", "COEFFICIENTS = ("]
     body += [f"    {c:.6f},  # {name}" for c, name in zip(coef, FEATURES, strict=True)]
     body += [")", f"THRESHOLD = {threshold:.2f}", f"MATCHED_RECALL_THRESHOLD = {matched:.2f}", ""]
     MODEL.write_text(text[:begin] + "\n".join(body) + text[end:], encoding="utf-8")

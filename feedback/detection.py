@@ -715,6 +715,26 @@ _MARK_LOW, _MARK_HIGH = chr(_MARK_BASE), chr(_MARK_BASE + 0xFF)
 _ABSORB_RE = re.compile(r"n't\b|\b(?:not|never|no|without|non|cannot|free|less|quit|stopped)\b")
 
 
+def _trie_pattern(words: Sequence[str]) -> str:
+    """A regex matching any of `words`, as a trie (one branch per letter): far faster for the
+    regex engine than a flat alternation."""
+    root: dict = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        branches = [re.escape(ch) + emit(node[ch]) for ch in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(root)
+
+
 def _read_lexicon(path: Path) -> tuple[list[list[str]], list[list[str]], list[tuple[str, str]]]:
     merges: list[list[str]] = []
     related: list[list[str]] = []
@@ -725,6 +745,9 @@ def _read_lexicon(path: Path) -> tuple[list[list[str]], list[list[str]], list[tu
             merges.append(body.split())
         elif kind == "~":
             related.append(body.split())
+        elif kind == "^":
+            general, *members = body.split()
+            related.extend([general, m] for m in members)
         elif kind == ">":
             concept, _, alternatives = body.partition(":")
             for alt in alternatives.split(" | "):
@@ -787,7 +810,8 @@ def _phrase_index(phrases: list[tuple[str, str]]) -> dict[str, tuple[re.Pattern,
 
 
 _PHRASE_INDEX = _phrase_index(_LEX_PHRASES)
-_WORD_START_RE = re.compile(r"(?<![\w-])\w")
+# Where a phrase can start: a word that opens with one of the index's keys.
+_PHRASE_START_RE = re.compile(r"(?<![\w-])" + _trie_pattern(sorted(_PHRASE_INDEX)))
 # Durations in another unit: "2 hours" also reads "120 minutes", "14 days" "2 weeks".
 _SMALL_NUMBERS = {
     **{w: n for w, n in _ONES.items() if w != "one"},
@@ -796,27 +820,35 @@ _SMALL_NUMBERS = {
     "twelve": 12,
 }
 _UNIT_SWAP_RE = re.compile(
-    r"\b(\d+(?:\.\d+)?|" + "|".join(_SMALL_NUMBERS) + r")[ -](minute|hour|day|week|month|year)s?"
+    r"(?<![\w.])(\d+(?:\.\d+)?)[ -](minute|hour|day|week|month|year)s?\b(?![-\w])",
+    re.IGNORECASE,
+)
+_UNIT_SWAP_WORD_RE = re.compile(
+    r"\b(" + _trie_pattern(sorted(_SMALL_NUMBERS)) + r")[ -](minute|hour|day|week|month|year)s?"
     r"\b(?![-\w])",
     re.IGNORECASE,
 )
+_UNIT_HINT_RE = re.compile(r"(?:minute|hour|day|week|month|year)", re.IGNORECASE)
 # Other spellings of a date, a time of day or a duration, written after them as alternatives.
 _MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS_IN_ORDER, start=1)}
 _MONTH_ALT = "|".join(_MONTHS_IN_ORDER)
+# "2 August 2027", "2nd of august"; "August 2, 2027" (a month name first is capitalised: a
+# regex that opens with a letter class is much faster than one that ignores case).
 _DATE_RE = re.compile(
-    r"\b(?:(\d{1,2})(?:st|nd|rd|th)?(?: of)? ("
-    + _MONTH_ALT
-    + r")|("
-    + _MONTH_ALT
-    + r") (\d{1,2})(?:st|nd|rd|th)?\b)(?:,? (\d{4}))?\b",
-    re.IGNORECASE,
+    r"(?<!\w)(\d{1,2})(?:st|nd|rd|th)?(?: of)? ((?i:" + _MONTH_ALT + r"))\b(?:,? (\d{4}))?\b"
+)
+_DATE_MONTH_FIRST_RE = re.compile(
+    r"(?<!\w)("
+    + _trie_pattern([m.capitalize() for m in _MONTHS_IN_ORDER])
+    + r") (\d{1,2})(?:st|nd|rd|th)?\b(?:,? (\d{4}))?\b"
 )
 _CLOCK_WORDS = {**{w: n for w, n in _ONES.items()}, "ten": 10, "eleven": 11, "twelve": 12}
 _CLOCK_WORD_RE = re.compile(
-    r"\b(?:(half|quarter)[- ](past|to)[- ](\d{1,2}|" + "|".join(_CLOCK_WORDS) + r")"
-    r"|(\d{1,2}|" + "|".join(_CLOCK_WORDS) + r") o'clock)\b",
-    re.IGNORECASE,
+    r"(?<!\w)([Hh]alf|[Qq]uarter)[- ]((?i:past|to))[- ](\d{1,2}|(?i:"
+    + "|".join(_CLOCK_WORDS)
+    + r"))\b"
 )
+_OCLOCK_RE = re.compile(r"\b(\d{1,2}|" + "|".join(_CLOCK_WORDS) + r") o'clock\b", re.IGNORECASE)
 _SPOKEN_DURATIONS = {
     "half a year": "6 months",
     "a year and a half": "18 months",
@@ -824,27 +856,32 @@ _SPOKEN_DURATIONS = {
     "a fortnight": "2 weeks",
     "half a dozen": "6",
 }
-_SPOKEN_RE = re.compile(r"\b(?:" + "|".join(_SPOKEN_DURATIONS) + r")\b", re.IGNORECASE)
+_SPOKEN_RE = re.compile(
+    r"(?<!\w)(?:[Hh]alf a (?:year|day|dozen)|[Aa] (?:year and a half|fortnight))\b"
+)
 
 
 def _date(match: re.Match) -> str:
-    day = match.group(1) or match.group(4)
-    month = _MONTH_NUMBER[(match.group(2) or match.group(3)).lower()]
+    day, month, year = match.group(1), match.group(2), match.group(3)
+    if not day.isdigit():
+        day, month = month, day  # month first
+    month = _MONTH_NUMBER[month.lower()]
     if not 1 <= int(day) <= 31:
         return match.group(0)
     iso = f"{month:02d}-{int(day):02d}"
-    if match.group(5):
-        iso = f"{match.group(5)}-{iso}"
+    if year:
+        iso = f"{year}-{iso}"
     return match.group(0) + _marked(iso, False, len(_TOKEN_SPLIT_RE.findall(match.group(0))))
 
 
 def _clock_words(match: re.Match) -> str:
-    raw = match.group(3) or match.group(4)
+    oclock = match.re is _OCLOCK_RE
+    raw = match.group(1) if oclock else match.group(3)
     hour = int(raw) if raw.isdigit() else _CLOCK_WORDS[raw.lower()]
     if not 1 <= hour <= 12:
         return match.group(0)
     minute = 0
-    if match.group(1):
+    if not oclock:
         minute = 30 if match.group(1).lower() == "half" else 15
         if match.group(2).lower() == "to":
             hour, minute = (hour - 1) or 12, 60 - minute
@@ -880,12 +917,12 @@ def _phrases(text: str) -> str:
     out: list[str] = []
     last = 0
     index = _PHRASE_INDEX
-    for m in _WORD_START_RE.finditer(low):
+    for m in _PHRASE_START_RE.finditer(low):
         pos = m.start()
         if pos < last:
             continue
         best = concept = None
-        for key in {low[pos : pos + 3], low[pos : pos + 2], low[pos]}:
+        for key in (low[pos : pos + 3], low[pos : pos + 2], low[pos]):
             bucket = index.get(key)
             if bucket is None:
                 continue
@@ -922,13 +959,19 @@ def _concepts(text: str) -> str:
     durations (marked as alternatives)."""
     text = _phrases(text)
     low = text.lower()
-    text = _UNIT_SWAP_RE.sub(_unit_swap, text)
+    if _HAS_DIGIT_RE.search(text):
+        text = _UNIT_SWAP_RE.sub(_unit_swap, text)
+    if _UNIT_HINT_RE.search(low):
+        text = _UNIT_SWAP_WORD_RE.sub(_unit_swap, text)
     if "half" in low or "fortnight" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
     if _HAS_DIGIT_RE.search(text):
         text = _DATE_RE.sub(_date, text)
-    if "half" in low or "quarter" in low or "o'clock" in low:
+        text = _DATE_MONTH_FIRST_RE.sub(_date, text)
+    if "half" in low or "quarter" in low:
         text = _CLOCK_WORD_RE.sub(_clock_words, text)
+    if "o'clock" in low:
+        text = _OCLOCK_RE.sub(_clock_words, text)
     return text
 
 
@@ -1132,9 +1175,9 @@ def _tokenise(text: str) -> _Tokens:
                     sentence_starts.append(start)
                     sentence += 1
         lexed, low, cue = _lex(raw, sentence_start)
-        if not (gap and _MARK_LOW <= gap[-1] <= _MARK_HIGH):
+        if gap == " " or not gap or not _MARK_LOW <= gap[-1] <= _MARK_HIGH:
             piece_starts.append(len(tokens))  # words of the text only, not written concepts
-        if gap and _MARK_LOW <= gap[-1] <= _MARK_HIGH:  # a concept written by the lexicon
+        else:  # a concept written by the lexicon
             code = ord(gap[-1]) - _MARK_BASE
             n, absorb = code // 2, code % 2
             covers: tuple[str, ...] = ()
