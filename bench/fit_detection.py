@@ -1,12 +1,13 @@
 """Refit feedback/detection_model.py (logistic regression over the lexical scorer's features)
-from the two tuning sets, reproducibly, and report cross-validated figures.
+from the tuning sets, reproducibly, and report cross-validated figures.
 
     .venv/bin/python bench/fit_detection.py [--folds 5] [--seed 18] [--l2 1.0]
         [--target 0.85] [--write] [--embedding DIR] [--extra FILE ...]
 
-Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl, and any further tuning
-set given with --extra (JSON lines with memory, response, label; e.g. the blind tuning sets
-tuning3a/tuning3b). The held-out set is never read here, and --extra refuses it. Folds are
+Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl + detection_tuning3.jsonl
+(its two halves, ids t3a-/t3b-, are two sets in the per-set views), and any further tuning set
+given with --extra (JSON lines with memory, response, label). The held-out sets are never read
+here, and --extra refuses them. Folds are
 grouped by memory text (every pair of one memory stays in one fold) and stratified by label,
 with a fixed seed.
 
@@ -48,7 +49,7 @@ from feedback.detection_eval import DATA, load_rows, wilson  # noqa: E402
 from feedback.detection_model import FEATURES, apply_veto, feature_vector, vetoed  # noqa: E402
 
 MODEL = ROOT / "feedback" / "detection_model.py"
-SETS = ("detection_reference.jsonl", "detection_tuning2.jsonl")
+SETS = ("detection_reference.jsonl", "detection_tuning2.jsonl", "detection_tuning3.jsonl")
 GRID = [round(0.01 * i, 2) for i in range(1, 100)]
 
 
@@ -142,6 +143,13 @@ def predict(model: tuple[float, list[float]], xs, vetoes) -> list[float]:
 
 
 # --- folds, thresholds, figures ---------------------------------------------------------------
+
+
+def set_name(path: Path, row: dict) -> str:
+    """The set a row belongs to: its file, or the half of tuning3 it was written in."""
+    if path.stem == "detection_tuning3" and row["id"][:3] in ("t3a", "t3b"):
+        return f"detection_tuning{row['id'][1:3]}"
+    return path.stem
 
 
 def group_key(memory: str) -> str:
@@ -257,7 +265,7 @@ def main() -> None:
         ap.error("--write fits the default model, which has no embedding feature")
 
     paths = [DATA / name for name in SETS] + list(args.extra)
-    rows = [dict(r, set=p.stem) for p in paths for r in load_rows(p)]
+    rows = [dict(r, set=set_name(p, r)) for p in paths for r in load_rows(p)]
     set_names = list(dict.fromkeys(r["set"] for r in rows))
     n = len(rows)
     blind = [r["set"] == "detection_tuning2" for r in rows]

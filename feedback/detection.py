@@ -759,6 +759,11 @@ _LEX_MERGES, _LEX_RELATED, _LEX_PHRASES = _read_lexicon(LEXICON_FILE)
 for _group in _LEX_MERGES:
     for _w in _group[1:]:
         _SYNONYMS.setdefault(_w, _group[0])
+# The table is read before stemming, so its plurals and third persons are written out too
+# ("starts" is "start", which is "begin").
+for _w, _canon in list(_SYNONYMS.items()):
+    if len(_w) >= 3 and _w.isalpha() and not _w.endswith("s"):
+        _SYNONYMS.setdefault(_w + "s", _canon)
 
 
 def _expand_lead(alternative: str) -> list[str]:

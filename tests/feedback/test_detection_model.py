@@ -1,6 +1,6 @@
 """The fitted response-analysis scorer (feedback/detection_model.py): the lexical features it
 reads, its vetoes, its verdicts, and that bench/fit_detection.py reproduces its coefficients,
-thresholds and cross-validated figures from the two tuning sets."""
+thresholds and cross-validated figures from the tuning sets (reference, tuning2, tuning3)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_features_report_the_checks_that_fired():
 def test_fitted_scorer_is_a_batch_scorer_with_its_fitted_threshold():
     assert isinstance(FITTED, Scorer) and isinstance(FITTED, BatchScorer)
     assert FITTED.threshold == THRESHOLD == 0.71
-    assert MATCHED_RECALL_THRESHOLD == 0.63
+    assert MATCHED_RECALL_THRESHOLD == 0.69
 
 
 def test_a_use_is_referenced():
@@ -88,15 +88,15 @@ def test_a_use_is_referenced():
         "Because you're allergic to penicillin, ask for a macrolide instead.",
     )
     assert det.signal_type == REFERENCED
-    assert det.score == pytest.approx(0.8831, abs=1e-4)
-    assert det.reason.startswith("fitted 0.88 >= 0.71 (lexical 0.94 >= 0.40")
+    assert det.score == pytest.approx(0.7404, abs=1e-4)
+    assert det.reason.startswith("fitted 0.74 >= 0.71 (lexical 0.94 >= 0.40")
 
 
 def test_a_negative_memory_used_negatively_is_referenced():
     det = verdict(
         "User doesn't eat pork.", "Since you don't eat pork, I swapped the bacon for mushrooms."
     )
-    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9856, abs=1e-4)
+    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9143, abs=1e-4)
 
 
 def test_a_contradiction_is_unused_and_says_so():
@@ -114,7 +114,7 @@ def test_a_topic_overlap_the_lexical_scorer_takes_for_a_use_is_unused():
     response = "Long-haul flights on the A350 have a quieter cabin than older jets."
     assert LexicalScorer().score(memory, response)[0] >= 0.4  # the lexical false positive
     det = verdict(memory, response)
-    assert det.signal_type == UNUSED and det.score == pytest.approx(0.2300, abs=1e-4)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.1906, abs=1e-4)
 
 
 def test_nothing_in_common_scores_zero():
@@ -140,7 +140,7 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
     finally:
         sys.path.remove(str(ROOT))
     rows = [r for name in fit_script.SETS for r in load_rows(DATA / name)]
-    assert len(rows) == 640
+    assert len(rows) == 1240
     ys = [int(r["label"] == REFERENCED) for r in rows]
     xs, vetoes = fit_script.featurise(rows, None)
     intercept, coef = fit_script.fit(xs, ys, 1.0, vetoes)
@@ -151,8 +151,8 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
     default = LexicalScorer()
     lexical = [default.score(r["memory"], r["response"])[0] >= 0.4 for r in rows]
     assert fit_script.matched_recall_threshold(ys, probs, lexical) == MATCHED_RECALL_THRESHOLD
-    assert fit_script.confusion(ys, probs, THRESHOLD) == (163, 27, 146, 304)
-    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (184, 42, 125, 289)
+    assert fit_script.confusion(ys, probs, THRESHOLD) == (316, 55, 283, 586)
+    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (330, 66, 269, 575)
 
 
 def test_model_module_imports_without_django():

@@ -71,9 +71,10 @@ def test_combined_scorer_raises_recall_but_keeps_the_lexical_vetoes(tmp_path):
     combined = CombinedScorer(EmbeddingScorer(StaticEmbedding.load(build_model(tmp_path / "m"))))
     assert combined.threshold == DEFAULT_SCORER.threshold
     memory = DetectionInput("a", "User is vegetarian.")
-    # Lexically nothing is shared; the embedding sees the same topic.
-    (lexical,) = analyse("Here is a lentil dish without meat.", [memory])
-    (det,) = analyse("Here is a lentil dish without meat.", [memory], combined)
+    # Lexically nothing is shared (the lexicon would read "without meat" as "vegetarian"); the
+    # embedding sees the same topic.
+    (lexical,) = analyse("Here is a lentil dish with spinach.", [memory])
+    (det,) = analyse("Here is a lentil dish with spinach.", [memory], combined)
     assert lexical.signal_type == UNUSED
     assert det.signal_type == REFERENCED and "embedding" in det.reason
     # A contradiction found by the lexical checks stays UNUSED whatever the embedding says.

@@ -1,0 +1,183 @@
+"""Issue #18, round 4: the concept lexicon of the response analysis (feedback/data/
+detection_lexicon.txt), the WordNet-derived related words (feedback/data/detection_wordnet.txt),
+the date, clock and duration alternatives, and how the fitted scorer treats them. Exact values:
+a change to the lexicon or the model shows up here."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedback.detection import (
+    LEXICON_FILE,
+    REFERENCED,
+    UNUSED,
+    WORDNET_FILE,
+    DetectionInput,
+    LexicalScorer,
+    _normalise,
+    _related_table,
+    analyse,
+)
+from feedback.detection_model import THRESHOLD, VETO_CAP, FittedScorer
+
+LEXICAL = LexicalScorer()
+PLAIN = LexicalScorer(concepts=False, related_credit=0, hypernym_credit=0, hyponym_credit=0)
+FITTED = FittedScorer()
+
+
+def fitted(memory: str, response: str):
+    (det,) = analyse(response, [DetectionInput("m", memory)], FITTED)
+    return det
+
+
+@pytest.mark.parametrize(
+    ("memory", "response", "with_lexicon", "without"),
+    [
+        # "doesn't eat meat" is written "vegetarian": the paraphrase now matches
+        ("User is vegetarian.", "Since you don't eat meat, here is a lentil curry.", 0.8094, 0.0),
+        ("Alice reports to Dana.", "Dana, Alice's manager, has to approve it.", 1.0, 0.5031),
+        (
+            "User works from home on Fridays.",
+            "Since you're remote on Fridays, the courier will leave the parcel with you.",
+            0.9453,
+            0.1935,
+        ),
+        (
+            "The CI timeout is 2 hours.",
+            "The job is killed after 120 minutes, your CI limit.",
+            0.5811,
+            0.0407,
+        ),
+        (
+            "User's passport expires on 2 August 2027.",
+            "With your passport valid until 2027-08-02, the six-month rule is satisfied.",
+            0.6,
+            0.2345,
+        ),
+        (
+            "User's bedtime for the kids is 19:30.",
+            "Lights out at half past seven, as usual for your kids' bedtime.",
+            0.6976,
+            0.2122,
+        ),
+        (
+            "The sprint review happens every other week.",
+            "Your sprint reviews are biweekly, so book the room for alternate Thursdays.",
+            0.6988,
+            0.4933,
+        ),
+    ],
+)
+def test_paraphrases_match_through_the_lexicon(memory, response, with_lexicon, without):
+    score, reason = LEXICAL.score(memory, response)
+    assert score == pytest.approx(with_lexicon, abs=1e-4), reason
+    assert score >= LEXICAL.threshold
+    assert PLAIN.score(memory, response)[0] == pytest.approx(without, abs=1e-4)
+
+
+def test_paraphrases_the_fitted_scorer_now_refers():
+    for memory, response, expected in (
+        (
+            "The CI timeout is 2 hours.",
+            "The job is killed after 120 minutes, your CI limit.",
+            0.7497,
+        ),
+        (
+            "User's passport expires on 2 August 2027.",
+            "With your passport valid until 2027-08-02, the six-month rule is satisfied.",
+            0.8931,
+        ),
+        (
+            "User's bedtime for the kids is 19:30.",
+            "Lights out at half past seven, as usual for your kids' bedtime.",
+            0.8864,
+        ),
+        (
+            "User works from home on Fridays.",
+            "Since you're remote on Fridays, the courier will leave the parcel with you.",
+            0.8247,
+        ),
+    ):
+        det = fitted(memory, response)
+        assert det.signal_type == REFERENCED and det.score == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_wordnet_synonym_counts_with_partial_credit():
+    memory, response = (
+        "The workshop will commence on Monday.",
+        "The workshop starts Monday in room B.",
+    )
+    score, reason = LEXICAL.score(memory, response)
+    assert score == pytest.approx(0.5270, abs=1e-4)
+    assert "commenc" in reason  # found as "starts" (WordNet: commence = start = begin)
+    off = LexicalScorer(related_credit=0, hypernym_credit=0, hyponym_credit=0)
+    assert off.score(memory, response)[0] == pytest.approx(0.4174, abs=1e-4)
+    assert ("begin", 0) in _related_table()["commenc"]
+
+
+def test_hard_negatives_stay_unused():
+    tabs = (
+        "User prefers tabs over spaces for indentation.",
+        "Most browsers reopen the last closed tab.",
+    )
+    assert LEXICAL.score(*tabs)[0] < LEXICAL.threshold
+    assert fitted(*tabs).signal_type == UNUSED
+    poodle = ("User's dog is a poodle.", "Your dog will need grooming every six weeks.")
+    assert LEXICAL.score(*poodle)[0] == pytest.approx(0.0786, abs=1e-4)
+    # Same wording, another system: the lexical scorer is fooled, the fitted one is not (the
+    # memory's name Loki is missing and the window names Mimir instead).
+    memory = "Logs are shipped to Loki and retained for 14 days."
+    response = (
+        "Metrics are shipped to Mimir and retained for 14 days, so last month's CPU graph is gone."
+    )
+    assert LEXICAL.score(memory, response)[0] == pytest.approx(0.85, abs=1e-4)
+    (f,) = LEXICAL.features_many([memory], response)
+    assert f.name_missing and f.name_swap
+    det = fitted(memory, response)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.6280, abs=1e-4)
+    assert det.score < THRESHOLD
+
+
+def test_a_contradiction_is_still_vetoed():
+    memory, response = (
+        "User is vegetarian.",
+        "You are not vegetarian anymore, so here is a steak recipe.",
+    )
+    score, reason = LEXICAL.score(memory, response)
+    assert score == pytest.approx(0.2024, abs=1e-4) and "contradicts" in reason
+    det = fitted(memory, response)
+    assert det.signal_type == UNUSED and det.score == VETO_CAP <= 0.05
+    assert "contradicts" in det.reason
+
+
+def test_concepts_are_written_after_their_phrase_and_keep_or_absorb_the_negation():
+    assert _normalise("He doesn't eat meat.") == "He doesn't eat meat \ue007vegetarian ."
+    assert _normalise("Dana reports to Sam every other week.") == (
+        "Dana reports to \ue004manager  Sam every other week \ue006everyfortnightly ."
+    )
+    assert _normalise("Retained for 2 hours.") == "Retained for 2 hours \ue004120 \ue000minutes ."
+    assert _normalise("Due 2 August 2027.") == "Due 2 August 2027 \ue0062027-08-02 ."
+    assert _normalise("At half past seven.") == "At half past seven \ue00607:30 ."
+    assert _normalise("At half past seven.", concepts=False) == "At half past seven."
+    # "doesn't eat meat" holds its negation: "vegetarian" is asserted; "doesn't report to"
+    # does not: "manager" stays under the negation, so the contradiction check still sees it.
+    (veg,) = LEXICAL.features_many(
+        ["User doesn't eat meat."], "Here are vegetarian options for you."
+    )
+    assert not veg.contradiction and veg.score >= LEXICAL.threshold
+    (boss,) = LEXICAL.features_many(["Alice's manager is Dana."], "Alice does not report to Dana.")
+    assert boss.contradiction
+
+
+def test_an_unused_alternative_is_not_a_missing_term():
+    """A verbatim use scores as it did without the lexicon: the concept written after the
+    phrase counts neither as matched nor as missing when the phrase itself is there."""
+    memory, response = "Alice reports to Dana.", "Alice reports to Dana, so ask Dana first."
+    assert LEXICAL.score(memory, response)[0] == PLAIN.score(memory, response)[0]
+
+
+def test_the_resources_ship_inside_the_package_with_wordnets_licence():
+    assert LEXICON_FILE.parent.name == "data" and LEXICON_FILE.parent.parent.name == "feedback"
+    head = WORDNET_FILE.read_text(encoding="utf-8")[:3000]
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in head
+    assert len(_related_table()) > 7000  # stems of about 9,500 WordNet words
