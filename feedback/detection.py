@@ -215,6 +215,8 @@ _MOVE_VERBS = frozenset(
 )
 _FROM_WORDS = frozenset({"from"})
 _CHANGE_STOPS = frozenset({"to", "into", "onto", "with", "by", "for", "towards"})
+_NP_NEGATIONS = frozenset({"no", "without"})
+_PHRASE_STOPS = _CHANGE_STOPS | frozenset({"in", "on", "at", "from", "after", "before", "so"})
 # A negation reaches at most this many tokens, and stops at a clause boundary.
 _NEGATION_WINDOW = 6
 _CLAUSE_WORDS = _words(
@@ -828,9 +830,12 @@ _UNIT_SWAP_RE = re.compile(
     r"(?<![\w.])(\d+(?:\.\d+)?)[ -](minute|hour|day|week|month|year)s?\b(?![-\w])",
     re.IGNORECASE,
 )
-_UNIT_SWAP_WORD_RE = re.compile(
-    r"\b(" + _trie_pattern(sorted(_SMALL_NUMBERS)) + r")[ -](minute|hour|day|week|month|year)s?"
-    r"\b(?![-\w])",
+# A spelled number before a unit or a scale, in one pass: "six months" also reads "0.5 years"
+# (no: only whole or half units), "four hundred" is 400, "five thousand" 5000.
+_SPELLED_RE = re.compile(
+    r"\b(" + _trie_pattern(sorted([*_SMALL_NUMBERS, "a", "one"])) + r")(?:"
+    r" (hundred|thousand)\b(?![- ]and)"
+    r"|[ -](minute|hour|day|week|month|year)s?\b(?![-\w]))",
     re.IGNORECASE,
 )
 _UNIT_HINT_RE = re.compile(r"(?:minute|hour|day|week|month|year)", re.IGNORECASE)
@@ -947,11 +952,20 @@ def _phrases(text: str) -> str:
     return "".join(out)
 
 
+def _spelled(match: re.Match) -> str:
+    raw = match.group(1).lower()
+    if match.group(3):  # a unit: as _unit_swap, for "two".."twelve" only
+        return _unit_swap(match) if raw in _SMALL_NUMBERS else match.group(0)
+    value = 1 if raw in ("a", "one") else _SMALL_NUMBERS[raw]
+    value *= 100 if match.group(2).lower() == "hundred" else 1000
+    return match.group(0) + _marked(str(value), False, 2)
+
+
 def _unit_swap(match: re.Match) -> str:
     raw = match.group(1).lower()
     value = float(_SMALL_NUMBERS.get(raw, raw))
     out = match.group(0)
-    for unit, factor in _UNIT_SWAPS[match.group(2).lower()]:
+    for unit, factor in _UNIT_SWAPS[match.group(match.lastindex).lower()]:
         other = value * factor
         if other < 1 or abs(other * 2 - round(other * 2)) > 1e-9:
             continue  # only whole or half units: "90 minutes" -> "1.5 hours"
@@ -966,8 +980,8 @@ def _concepts(text: str) -> str:
     low = text.lower()
     if _HAS_DIGIT_RE.search(text):
         text = _UNIT_SWAP_RE.sub(_unit_swap, text)
-    if _UNIT_HINT_RE.search(low):
-        text = _UNIT_SWAP_WORD_RE.sub(_unit_swap, text)
+    if _UNIT_HINT_RE.search(low) or "hundred" in low or "thousand" in low:
+        text = _SPELLED_RE.sub(_spelled, text)
     if "half" in low or "fortnight" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
     if _HAS_DIGIT_RE.search(text):
@@ -1218,7 +1232,9 @@ def _tokenise(text: str) -> _Tokens:
             or (low == "to" and prev_low == "used")  # "you used to live in Berlin"
         ):
             neg_left = _NEGATION_WINDOW
-            neg_stops = frozenset()
+            # "no" and "without" deny a noun phrase: "no lift to your flat" says nothing
+            # against the flat.
+            neg_stops = _PHRASE_STOPS if low in _NP_NEGATIONS else frozenset()
         elif low in _CHANGE_VERBS or (low in _FROM_WORDS and prev_low in _MOVE_VERBS):
             neg_left = _NEGATION_WINDOW  # "replaced Jenkins with ...", "moved from Berlin to"
             neg_stops = _CHANGE_STOPS
@@ -1406,7 +1422,10 @@ _SUBJECT_RE = re.compile(r"\s*(?:The\s+)?([A-Z][a-z]+)'s\b")
 _USER_RE = re.compile(r"\b(?:[Uu]ser|I|my|me)\b")
 
 
+@lru_cache(maxsize=4096)
 def _prepare_memory(content: str, concepts: bool = True) -> _Memory:
+    """A memory's terms, pairs, clauses and subject; cached, as one memory is injected into many
+    responses (a _Memory is immutable)."""
     parsed = _tokenise(_normalise(content, concepts))
     groups: dict[int, list[_Token]] = {}
     for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
@@ -1855,6 +1874,7 @@ def clear_caches() -> None:
     _stem.cache_clear()
     _lex.cache_clear()
     _negate.cache_clear()
+    _prepare_memory.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------

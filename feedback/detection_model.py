@@ -111,31 +111,31 @@ def apply_veto(p: float, f: LexicalFeatures) -> float:
 
 # --- fitted by bench/fit_detection.py: BEGIN -------------------------------------------------
 # bench/fit_detection.py --folds 5 --seed 18 --l2 1.0 --target 0.85: 1240 pairs
-INTERCEPT = -2.255372
+INTERCEPT = -2.213627
 COEFFICIENTS = (
-    3.078207,  # lexical_score
-    1.133976,  # coverage
-    -1.867780,  # proximity
-    0.271538,  # clause
-    -0.858953,  # core_share
-    -0.451460,  # missing_weight
-    0.877162,  # log_core_terms
-    -0.446089,  # different_numbers
-    0.114335,  # single_term
-    0.618057,  # anchored
-    -0.987834,  # retraction
-    1.937746,  # memory_negated_x_score
-    1.402734,  # quoted
-    -1.594648,  # other_number_x_score
-    0.213694,  # first_missing
-    -0.604182,  # unaddressed
-    -0.367539,  # negation_dropped
-    -0.462251,  # cue_dropped
-    -1.339576,  # impersonal
-    2.103652,  # related_share
-    0.706486,  # top_weight
-    -0.031204,  # name_missing
-    -0.523801,  # name_swap
+    2.996954,  # lexical_score
+    1.383835,  # coverage
+    -1.784744,  # proximity
+    0.296564,  # clause
+    -1.157742,  # core_share
+    -0.462330,  # missing_weight
+    0.859543,  # log_core_terms
+    -0.454550,  # different_numbers
+    0.123848,  # single_term
+    0.612442,  # anchored
+    -1.178950,  # retraction
+    2.082876,  # memory_negated_x_score
+    1.398182,  # quoted
+    -1.594045,  # other_number_x_score
+    0.211050,  # first_missing
+    -0.569734,  # unaddressed
+    -0.328103,  # negation_dropped
+    -0.502390,  # cue_dropped
+    -1.348365,  # impersonal
+    2.112332,  # related_share
+    0.736055,  # top_weight
+    -0.046668,  # name_missing
+    -0.523792,  # name_swap
 )
 THRESHOLD = 0.71
 MATCHED_RECALL_THRESHOLD = 0.69

@@ -80,22 +80,22 @@ def test_paraphrases_the_fitted_scorer_now_refers():
         (
             "The CI timeout is 2 hours.",
             "The job is killed after 120 minutes, your CI limit.",
-            0.7497,
+            0.7533,
         ),
         (
             "User's passport expires on 2 August 2027.",
             "With your passport valid until 2027-08-02, the six-month rule is satisfied.",
-            0.8931,
+            0.8922,
         ),
         (
             "User's bedtime for the kids is 19:30.",
             "Lights out at half past seven, as usual for your kids' bedtime.",
-            0.8864,
+            0.8882,
         ),
         (
             "User works from home on Fridays.",
             "Since you're remote on Fridays, the courier will leave the parcel with you.",
-            0.8247,
+            0.8266,
         ),
     ):
         det = fitted(memory, response)
@@ -181,3 +181,14 @@ def test_the_resources_ship_inside_the_package_with_wordnets_licence():
     head = WORDNET_FILE.read_text(encoding="utf-8")[:3000]
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in head
     assert len(_related_table()) > 7000  # stems of about 9,500 WordNet words
+
+
+def test_spelled_hundreds_and_the_scope_of_no():
+    assert _normalise("four hundred dollars") == "four hundred \ue004400  dollars"
+    # "no" denies its noun phrase only: "no lift to your flat" does not deny the flat.
+    (f,) = LEXICAL.features_many(
+        ["User's apartment is on the fifth floor with no elevator."],
+        "Carrying a mattress up five storeys with no lift to your flat is tough.",
+    )
+    assert not f.contradiction and f.score == pytest.approx(0.2428, abs=1e-4)
+    assert "flat, elevat" in f.reason  # "lift" is a WordNet synonym of "elevator"

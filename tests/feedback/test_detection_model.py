@@ -88,7 +88,7 @@ def test_a_use_is_referenced():
         "Because you're allergic to penicillin, ask for a macrolide instead.",
     )
     assert det.signal_type == REFERENCED
-    assert det.score == pytest.approx(0.7404, abs=1e-4)
+    assert det.score == pytest.approx(0.7411, abs=1e-4)
     assert det.reason.startswith("fitted 0.74 >= 0.71 (lexical 0.94 >= 0.40")
 
 
@@ -96,7 +96,7 @@ def test_a_negative_memory_used_negatively_is_referenced():
     det = verdict(
         "User doesn't eat pork.", "Since you don't eat pork, I swapped the bacon for mushrooms."
     )
-    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9143, abs=1e-4)
+    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9229, abs=1e-4)
 
 
 def test_a_contradiction_is_unused_and_says_so():
@@ -114,7 +114,7 @@ def test_a_topic_overlap_the_lexical_scorer_takes_for_a_use_is_unused():
     response = "Long-haul flights on the A350 have a quieter cabin than older jets."
     assert LexicalScorer().score(memory, response)[0] >= 0.4  # the lexical false positive
     det = verdict(memory, response)
-    assert det.signal_type == UNUSED and det.score == pytest.approx(0.1906, abs=1e-4)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.1928, abs=1e-4)
 
 
 def test_nothing_in_common_scores_zero():
@@ -151,8 +151,8 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
     default = LexicalScorer()
     lexical = [default.score(r["memory"], r["response"])[0] >= 0.4 for r in rows]
     assert fit_script.matched_recall_threshold(ys, probs, lexical) == MATCHED_RECALL_THRESHOLD
-    assert fit_script.confusion(ys, probs, THRESHOLD) == (316, 55, 283, 586)
-    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (330, 66, 269, 575)
+    assert fit_script.confusion(ys, probs, THRESHOLD) == (314, 52, 285, 589)
+    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (330, 64, 269, 577)
 
 
 def test_model_module_imports_without_django():
