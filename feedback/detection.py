@@ -783,10 +783,10 @@ def _expand_lead(alternative: str) -> list[str]:
 
 
 def _literal_prefix(alternative: str) -> str:
-    """The literal letters a phrase opens with ("report" for "reports? to")."""
+    """The literal letters a phrase opens with ("report" for "reports? to", "in charge of")."""
     out = ""
     for i, ch in enumerate(alternative):
-        if not (ch.isalnum() or ch in "'-"):
+        if not (ch.isalnum() or ch in "'- "):
             break
         if alternative[i + 1 : i + 2] in ("?", "*", "{"):
             break
@@ -794,17 +794,21 @@ def _literal_prefix(alternative: str) -> str:
     return out.lower()
 
 
+_KEY_LENGTH = 6
+
+
 def _phrase_index(phrases: list[tuple[str, str]]) -> dict[str, tuple[re.Pattern, tuple[str, ...]]]:
-    """Phrases by the (up to) three letters they open with: a regex per bucket with one group
-    per phrase, and the phrases' concepts. Looking up the few buckets that can start at a word
-    is much faster than one alternation of every phrase tried at every position."""
+    """Phrases by the (up to) six literal characters they open with: a regex per bucket with one
+    group per phrase, and the phrases' concepts. Finding where a key starts (one trie regex) and
+    trying only its buckets is much faster than one alternation of every phrase tried at every
+    position."""
     buckets: dict[str, list[tuple[str, str]]] = {}
     for concept, alternative in phrases:
         for alt in _expand_lead(alternative):
             prefix = _literal_prefix(alt)
             if not prefix:
                 raise ValueError(f"lexicon phrase without a literal first letter: {alt!r}")
-            buckets.setdefault(prefix[:3], []).append((concept, alt))
+            buckets.setdefault(prefix[:_KEY_LENGTH], []).append((concept, alt))
     index = {}
     for key, items in buckets.items():
         items.sort(key=lambda item: len(item[1]), reverse=True)
@@ -817,8 +821,13 @@ def _phrase_index(phrases: list[tuple[str, str]]) -> dict[str, tuple[re.Pattern,
 
 
 _PHRASE_INDEX = _phrase_index(_LEX_PHRASES)
-# Where a phrase can start: a word that opens with one of the index's keys.
-_PHRASE_START_RE = re.compile(r"(?<![\w-])" + _trie_pattern(sorted(_PHRASE_INDEX)))
+# Where a phrase can start: a word that opens with one of the index's keys (a look-ahead, so
+# that every start is seen), and for each key the buckets of it and of its shorter prefixes.
+_PHRASE_START_RE = re.compile(r"(?<![\w-])(?=(" + _trie_pattern(sorted(_PHRASE_INDEX)) + "))")
+_PHRASE_BUCKETS = {
+    key: tuple(_PHRASE_INDEX[key[:n]] for n in range(len(key), 0, -1) if key[:n] in _PHRASE_INDEX)
+    for key in _PHRASE_INDEX
+}
 # Durations in another unit: "2 hours" also reads "120 minutes", "14 days" "2 weeks".
 _SMALL_NUMBERS = {
     **{w: n for w, n in _ONES.items() if w != "one"},
@@ -827,16 +836,16 @@ _SMALL_NUMBERS = {
     "twelve": 12,
 }
 _UNIT_SWAP_RE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)[ -](minute|hour|day|week|month|year)s?\b(?![-\w])",
-    re.IGNORECASE,
+    r"(?<![\w.])(\d+(?:\.\d+)?)[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w])"
 )
 # A spelled number before a unit or a scale, in one pass: "six months" also reads "0.5 years"
 # (no: only whole or half units), "four hundred" is 400, "five thousand" 5000.
+_SPELLED_WORDS = sorted([*_SMALL_NUMBERS, "a", "one"])
 _SPELLED_RE = re.compile(
-    r"\b(" + _trie_pattern(sorted([*_SMALL_NUMBERS, "a", "one"])) + r")(?:"
-    r" (hundred|thousand)\b(?![- ]and)"
-    r"|[ -](minute|hour|day|week|month|year)s?\b(?![-\w]))",
-    re.IGNORECASE,
+    r"(?<!\w)("
+    + _trie_pattern(sorted({*_SPELLED_WORDS, *(w.capitalize() for w in _SPELLED_WORDS)}))
+    + r")(?: ((?i:hundred|thousand))\b(?![- ]and)"
+    r"|[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w]))"
 )
 _UNIT_HINT_RE = re.compile(r"(?:minute|hour|day|week|month|year)", re.IGNORECASE)
 # Other spellings of a date, a time of day or a duration, written after them as alternatives.
@@ -926,16 +935,13 @@ def _phrases(text: str) -> str:
     low = text.lower()
     out: list[str] = []
     last = 0
-    index = _PHRASE_INDEX
+    buckets = _PHRASE_BUCKETS
     for m in _PHRASE_START_RE.finditer(low):
         pos = m.start()
         if pos < last:
             continue
         best = concept = None
-        for key in (low[pos : pos + 3], low[pos : pos + 2], low[pos]):
-            bucket = index.get(key)
-            if bucket is None:
-                continue
+        for bucket in buckets[m.group(1)]:
             hit = bucket[0].match(text, pos)
             if hit and (best is None or hit.end() > best.end()):
                 best, concept = hit, bucket[1][hit.lastindex - 1]
@@ -975,16 +981,17 @@ def _unit_swap(match: re.Match) -> str:
 
 def _concepts(text: str) -> str:
     """The text with concept words written after the lexicon's phrases and converted
-    durations (marked as alternatives)."""
+    durations, dates and times (marked as alternatives)."""
     text = _phrases(text)
     low = text.lower()
-    if _HAS_DIGIT_RE.search(text):
-        text = _UNIT_SWAP_RE.sub(_unit_swap, text)
     if _UNIT_HINT_RE.search(low) or "hundred" in low or "thousand" in low:
         text = _SPELLED_RE.sub(_spelled, text)
+    digits = _HAS_DIGIT_RE.search(text) is not None
+    if digits:
+        text = _UNIT_SWAP_RE.sub(_unit_swap, text)
     if "half" in low or "fortnight" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
-    if _HAS_DIGIT_RE.search(text):
+    if digits:
         text = _DATE_RE.sub(_date, text)
         text = _DATE_MONTH_FIRST_RE.sub(_date, text)
     if "half" in low or "quarter" in low:
