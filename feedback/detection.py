@@ -850,6 +850,7 @@ _SPELLED_RE = re.compile(
 _UNIT_HINT_RE = re.compile(r"(?:minute|hour|day|week|month|year)", re.IGNORECASE)
 # Other spellings of a date, a time of day or a duration, written after them as alternatives.
 _MONTH_NUMBER = {m: i for i, m in enumerate(_MONTHS_IN_ORDER, start=1)}
+_MONTH_NAMES = tuple(m.capitalize() for m in _MONTHS_IN_ORDER)
 _MONTH_ALT = "|".join(_MONTHS_IN_ORDER)
 # "2 August 2027", "2nd of august"; "August 2, 2027" (a month name first is capitalised: a
 # regex that opens with a letter class is much faster than one that ignores case).
@@ -857,9 +858,7 @@ _DATE_RE = re.compile(
     r"(?<!\w)(\d{1,2})(?:st|nd|rd|th)?(?: of)? ((?i:" + _MONTH_ALT + r"))\b(?:,? (\d{4}))?\b"
 )
 _DATE_MONTH_FIRST_RE = re.compile(
-    r"(?<!\w)("
-    + _trie_pattern([m.capitalize() for m in _MONTHS_IN_ORDER])
-    + r") (\d{1,2})(?:st|nd|rd|th)?\b(?:,? (\d{4}))?\b"
+    r"(?<!\w)(" + _trie_pattern(_MONTH_NAMES) + r") (\d{1,2})(?:st|nd|rd|th)?\b(?:,? (\d{4}))?\b"
 )
 _CLOCK_WORDS = {**{w: n for w, n in _ONES.items()}, "ten": 10, "eleven": 11, "twelve": 12}
 _CLOCK_WORD_RE = re.compile(
@@ -986,15 +985,17 @@ def _concepts(text: str) -> str:
     low = text.lower()
     if _UNIT_HINT_RE.search(low) or "hundred" in low or "thousand" in low:
         text = _SPELLED_RE.sub(_spelled, text)
+    # Each pass runs only where its words occur (a substring test is far cheaper than a scan).
     digits = _HAS_DIGIT_RE.search(text) is not None
     if digits:
         text = _UNIT_SWAP_RE.sub(_unit_swap, text)
-    if "half" in low or "fortnight" in low:
+    if "half a " in low or "fortnight" in low or "and a half" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
-    if digits:
+    if digits and any(month in low for month in _MONTHS_IN_ORDER):
         text = _DATE_RE.sub(_date, text)
-        text = _DATE_MONTH_FIRST_RE.sub(_date, text)
-    if "half" in low or "quarter" in low:
+        if any(month in text for month in _MONTH_NAMES):
+            text = _DATE_MONTH_FIRST_RE.sub(_date, text)
+    if ("half" in low or "quarter" in low) and ("past" in low or " to " in low or "-to-" in low):
         text = _CLOCK_WORD_RE.sub(_clock_words, text)
     if "o'clock" in low:
         text = _OCLOCK_RE.sub(_clock_words, text)
