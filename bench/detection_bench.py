@@ -5,8 +5,10 @@ per-kind accuracy, a threshold sweep, the threshold that maximises F0.5 on it, a
 and a long-response stress test. Then the held-out set (labelled blind, never tuned on), at the
 scorer's threshold: precision and recall with 95 % Wilson intervals, the confusion matrix and
 per-kind accuracy split by label; that is the published headline. Then the lexical scorer on
-the second tuning set, the time to analyse a ~2,000-word response against 20 objects, and the
-fitted scorer (feedback/detection_model.py) on the held-out set at its two thresholds, timed.
+the second tuning set, the time to analyse a ~2,000-word response against 20 objects, the
+fitted scorer (feedback/detection_model.py, the service's default) on the held-out set at its
+two thresholds, timed, and both scorers on the second, fresh held-out set (the headline since
+issue #18 round 4; bench/detection_figures.py writes the evidence page's figures from it).
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
         [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)
@@ -280,6 +282,20 @@ def report_evaluation(rows: list[dict], scores: list[float], threshold: float) -
 
 
 TUNING2_SET = DATA / "detection_tuning2.jsonl"
+HELDOUT2_SET = DATA / "detection_heldout2.jsonl"
+
+
+def report_heldout2(threshold: float) -> dict:
+    """The second, fresh held-out set (issue #18 round 4; the headline since): the fitted
+    scorer at its threshold and the lexical scorer at ``threshold``."""
+    rows = load_rows(HELDOUT2_SET)
+    out = {}
+    fitted = FittedScorer()
+    for name, scorer, t in (("fitted", fitted, fitted.threshold), ("lexical", None, threshold)):
+        section(f"SECOND HELD-OUT set (headline): {HELDOUT2_SET.relative_to(ROOT)}, {name} {t:.2f}")
+        print(f"{len(rows)} pairs labelled blind after every tuning choice")
+        out[name] = report_evaluation(rows, score_rows(rows, scorer), t)
+    return out
 
 
 def report_tuning2(threshold: float) -> dict:
@@ -295,9 +311,9 @@ def report_fitted(rows: list[dict], runs: int) -> dict:
     """The fitted scorer (feedback/detection_model.py, bench/fit_detection.py for its
     cross-validated figures) on the held-out set at its two thresholds, and its timing."""
     scorer = FittedScorer()
-    section("Fitted scorer (logistic regression over the lexical features; not the default)")
+    section("Fitted scorer (logistic regression over the lexical features; the service's default)")
     print(
-        "fitted on reference + tuning2; cross-validated figures: bench/fit_detection.py.\n"
+        "fitted on reference + tuning2 + tuning3; cross-validated: bench/fit_detection.py.\n"
         f"thresholds: {scorer.threshold:.2f} (CV precision >= 0.85), "
         f"{MATCHED_RECALL_THRESHOLD:.2f} (the lexical default's CV recall)"
     )
@@ -378,6 +394,7 @@ def main() -> None:
     heldout["tuning2_lexical"] = report_tuning2(args.threshold)
     report_timing(rows, args.runs)
     heldout["fitted"] = report_fitted(rows, args.runs)
+    heldout["heldout2"] = report_heldout2(args.threshold)
     embedded = report_embedding(args.embedding, rows, args.runs)
     if args.json:
         if embedded:

@@ -425,12 +425,14 @@ def test_evidence_shows_calibration_and_detection_figures(operator, history):
     assert rows["INFERRED"]["observed"] == 1.0
     html = page.content.decode()
     assert "measured 2026-12-01" in html
-    # The headline is the held-out set (issue #18), with its Wilson interval and confusion matrix.
-    assert "Held-out precision" in html and "0.752" in html and "0.650" in html
-    assert "0.678" in html and "0.813" in html
-    assert '<td class="num">115</td><td class="num">62</td>' in html
-    assert '<td class="num">38</td><td class="num">150</td>' in html
-    assert "0.988" in html  # the in-sample reference figure is still shown, below
+    # The headline is the fresh held-out set (issue #18), with its Wilson interval and confusion
+    # matrix; the first held-out set and the lexical scorer beside it.
+    assert "Held-out precision" in html and "0.888" in html and "0.551" in html
+    assert "0.810" in html and "0.936" in html
+    assert '<td class="num">87</td><td class="num">71</td>' in html
+    assert '<td class="num">11</td><td class="num">151</td>' in html
+    assert "0.846 · 0.712" in html and "0.712 · 0.563" in html
+    assert "0.978" in html  # the in-sample reference figure is still shown, below
     assert chart(page, "chart-calibration")["data"]
     assert chart(page, "chart-detection")["data"]
 

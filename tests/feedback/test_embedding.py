@@ -83,8 +83,10 @@ def test_combined_scorer_raises_recall_but_keeps_the_lexical_vetoes(tmp_path):
 
 
 def test_configuration_by_environment(tmp_path):
-    assert configured_scorer({}) is DEFAULT_SCORER
-    assert configured_scorer({"RMS_EMBEDDING_MODEL": "  "}) is DEFAULT_SCORER
+    # The fitted combination is the service's default (issue #18 round 4's switch rule).
+    assert type(configured_scorer({})).__name__ == "FittedScorer"
+    assert type(configured_scorer({"RMS_EMBEDDING_MODEL": "  "})).__name__ == "FittedScorer"
+    assert type(configured_scorer({"RMS_DETECTION_SCORER": " "})).__name__ == "FittedScorer"
     assert configured_scorer({"RMS_DETECTION_SCORER": "lexical"}) is DEFAULT_SCORER
     fitted = configured_scorer({"RMS_DETECTION_SCORER": "fitted"})
     assert type(fitted).__name__ == "FittedScorer"
@@ -106,12 +108,20 @@ def test_malformed_models_are_rejected(tmp_path):
         StaticEmbedding.load(short)
 
 
-def test_service_falls_back_to_lexical_on_a_bad_model(tmp_path, monkeypatch, caplog):
+def test_service_falls_back_to_the_default_on_a_bad_model(tmp_path, monkeypatch, caplog):
     embedding.service_scorer.cache_clear()
     monkeypatch.setenv("RMS_EMBEDDING_MODEL", str(tmp_path / "absent"))
     try:
-        assert embedding.service_scorer() is DEFAULT_SCORER
+        assert type(embedding.service_scorer()).__name__ == "FittedScorer"
         assert "not usable" in caplog.text
+        embedding.service_scorer.cache_clear()
+        monkeypatch.delenv("RMS_EMBEDDING_MODEL")
+        monkeypatch.setenv("RMS_DETECTION_SCORER", "bert")
+        assert type(embedding.service_scorer()).__name__ == "FittedScorer"
+        embedding.service_scorer.cache_clear()
+        monkeypatch.setenv("RMS_DETECTION_SCORER", "lexical")
+        assert embedding.service_scorer() is DEFAULT_SCORER
+        monkeypatch.delenv("RMS_DETECTION_SCORER")
         embedding.service_scorer.cache_clear()
         monkeypatch.setenv("RMS_EMBEDDING_MODEL", str(build_model(tmp_path / "m")))
         assert isinstance(embedding.service_scorer(), CombinedScorer)
