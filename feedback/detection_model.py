@@ -109,6 +109,19 @@ def apply_veto(p: float, f: LexicalFeatures) -> float:
     return min(p, VETO_CAP) if vetoed(f) else p
 
 
+def restated(f: LexicalFeatures) -> bool:
+    """Every term of the memory, in its own words, and every adjacent pair of them near each
+    other in one window, with no check against it: a restatement, which is a use whatever the
+    model makes of the rest (it under-rates short memories restated without "you")."""
+    return (
+        f.coverage >= 0.999
+        and f.proximity >= 0.999
+        and f.score >= 0.99
+        and f.related_share == 0.0
+        and not (f.quoted or f.retraction or f.different_numbers or f.other_number or vetoed(f))
+    )
+
+
 # --- fitted by bench/fit_detection.py: BEGIN -------------------------------------------------
 # bench/fit_detection.py --folds 5 --seed 18 --l2 1.0 --target 0.85: 1240 pairs
 INTERCEPT = -2.213627
@@ -171,6 +184,10 @@ class FittedScorer:
         for f in self.lexical.features_many(contents, response):
             p = probability(feature_vector(f), self.intercept, self.coefficients)
             p = apply_veto(p, f)
+            if p < self.threshold and restated(f):
+                reason = f"fitted {p:.2f}, restated in full: {self.threshold:.2f} ({f.reason})"
+                out.append((self.threshold, reason))
+                continue
             verdict = ">=" if p >= self.threshold else "<"
             out.append((p, f"fitted {p:.2f} {verdict} {self.threshold:.2f} ({f.reason})"))
         return out

@@ -238,7 +238,7 @@ class CombinedScorer:
 def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
     """The combined scorer when RMS_EMBEDDING_MODEL names a model directory; else the scorer
     RMS_DETECTION_SCORER names: ``fitted`` (the default since issue #18 round 4, held-out
-    precision 0.888 against the lexical scorer's 0.712: docs/DETECTION.md) or ``lexical``. A
+    precision 0.890 against the lexical scorer's 0.712: docs/DETECTION.md) or ``lexical``. A
     configured directory that is not a valid model, or an unknown scorer name, raises
     EmbeddingModelError: a misconfiguration should be seen, not silently ignored."""
     environ = os.environ if environ is None else environ

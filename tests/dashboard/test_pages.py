@@ -427,11 +427,11 @@ def test_evidence_shows_calibration_and_detection_figures(operator, history):
     assert "measured 2026-12-01" in html
     # The headline is the fresh held-out set (issue #18), with its Wilson interval and confusion
     # matrix; the first held-out set and the lexical scorer beside it.
-    assert "Held-out precision" in html and "0.888" in html and "0.551" in html
-    assert "0.810" in html and "0.936" in html
-    assert '<td class="num">87</td><td class="num">71</td>' in html
+    assert "Held-out precision" in html and "0.890" in html and "0.563" in html
+    assert "0.814" in html and "0.937" in html
+    assert '<td class="num">89</td><td class="num">69</td>' in html
     assert '<td class="num">11</td><td class="num">151</td>' in html
-    assert "0.846 · 0.712" in html and "0.712 · 0.563" in html
+    assert "0.850 · 0.734" in html and "0.712 · 0.563" in html
     assert "0.978" in html  # the in-sample reference figure is still shown, below
     assert chart(page, "chart-calibration")["data"]
     assert chart(page, "chart-detection")["data"]

@@ -77,14 +77,16 @@ def test_heldout_figures_do_not_regress(heldout_rows):
 
 def test_fitted_scorer_heldout_figures_are_the_published_evaluation(heldout_rows):
     """Issue #18 round 4: the fitted scorer (the service's default) at its one pre-registered
-    threshold, fitted on the three tuning sets only. A pin of that evaluation, not a target."""
+    threshold, fitted on the three tuning sets only, with the restatement floor added after the
+    run (126 / 23 / 51 / 165 without it). A pin of that evaluation, not a target: precision
+    0.8497 is just under 0.85."""
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
     assert THRESHOLD == 0.71
     ev = evaluate(heldout_rows, score_rows(heldout_rows, FittedScorer()), THRESHOLD)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (126, 23, 51, 165)
-    assert round(ev.precision, 3) == 0.846 and round(ev.recall, 3) == 0.712
+    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (130, 23, 47, 165)
+    assert round(ev.precision, 4) == 0.8497 and round(ev.recall, 3) == 0.734
 
 
 # --- the second held-out set (issue #18, round 4) ----------------------------------------------
@@ -118,16 +120,17 @@ def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
 
 def test_second_heldout_figures_are_the_published_headline():
     """The fresh held-out set's one evaluation (issue #18 round 4, docs/DETECTION.md): the
-    headline. Fitted (the default) at 0.71: precision 0.888 (Wilson 0.810-0.936), recall 0.551;
-    lexical at 0.40: 0.712 / 0.563. The targets (0.85 with recall 0.70) are not met."""
+    headline. Fitted (the default) at 0.71: precision 0.890 (Wilson 0.814-0.937), recall 0.563
+    (87 / 11 / 71 / 151 before the restatement floor); lexical at 0.40: 0.712 / 0.563. The
+    targets (0.85 with recall 0.70) are not met."""
     from feedback.detection import DEFAULT_SCORER
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
     rows = _rows(HELDOUT2)
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (87, 11, 71, 151)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (89, 11, 69, 151)
     lo, hi = fitted.precision_interval
-    assert round(fitted.precision, 3) == 0.888 and (round(lo, 3), round(hi, 3)) == (0.810, 0.936)
+    assert round(fitted.precision, 3) == 0.890 and (round(lo, 3), round(hi, 3)) == (0.814, 0.937)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (89, 36, 69, 126)

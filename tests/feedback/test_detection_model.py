@@ -170,3 +170,18 @@ def test_model_module_imports_without_django():
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_short_memory_restated_in_full_is_referenced():
+    """The model alone under-rates a short memory restated word for word without "you" (0.57
+    here); a restatement is a use, so the score is raised to the threshold. Checks against it
+    still win: a "no longer" keeps the veto, another subject is no restatement."""
+    from feedback.detection_model import THRESHOLD, FittedScorer
+
+    scorer = FittedScorer()
+    score, reason = scorer.score("Alice prefers Python", "Alice prefers Python for scripting.")
+    assert score == THRESHOLD and "restated in full" in reason
+    score, reason = scorer.score("Alice prefers Python", "Alice no longer prefers Python.")
+    assert score <= 0.05 and "contradicts" in reason
+    score, _ = scorer.score("Alice prefers Python", "Bob prefers Python.")
+    assert score < THRESHOLD
