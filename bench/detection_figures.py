@@ -137,18 +137,23 @@ def figures() -> dict:
         "targets": TARGETS,
         "heldout_set": f"{fresh['n']} pairs written and labelled blind from "
         f"docs/DETECTION_LABELLING_GUIDE.md after every tuning choice ({fresh['referenced']} "
-        "REFERENCED), evaluated once",
+        "REFERENCED); the scorer, its threshold and the switching rule were fixed before its "
+        "evaluation",
         "heldout": fresh,
         "heldout_by_kind": fresh.pop("by_kind"),
-        "heldout_first": {k: v for k, v in first.items() if k != "by_kind"},
+        "heldout_first": {
+            **{k: v for k, v in first.items() if k != "by_kind"},
+            "precision_exact": f"{first['confusion']['tp']}/"
+            f"{first['confusion']['tp'] + first['confusion']['fp']}",
+        },
         "heldout_lexical": {k: v for k, v in lexical_fresh.items() if k != "by_kind"},
         "heldout_baseline": BASELINE_BEFORE_ISSUE_18,
         **reference_figures(),
     }
     out["caveats"] = [
-        "The headline is the fresh held-out set: written blind after every tuning choice and "
-        "evaluated once; the scorer, its threshold and the rule that made it the default were "
-        "fixed beforehand.",
+        "The headline is the fresh held-out set: written blind after every tuning choice; the "
+        "scorer, its threshold and the rule that made it the default were fixed before its one "
+        "run, and a restatement floor added after it was measured once more (docs/DETECTION.md).",
         f"The targets (held-out precision >= {TARGETS['precision']:.2f} with recall >= "
         f"{TARGETS['recall']:.2f}) are {'met' if met else 'NOT met'}: precision "
         f"{fresh['precision']:.3f}, recall {fresh['recall']:.3f}.",

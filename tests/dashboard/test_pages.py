@@ -431,7 +431,7 @@ def test_evidence_shows_calibration_and_detection_figures(operator, history):
     assert "0.814" in html and "0.937" in html
     assert '<td class="num">89</td><td class="num">69</td>' in html
     assert '<td class="num">11</td><td class="num">151</td>' in html
-    assert "0.850 · 0.734" in html and "0.712 · 0.563" in html
+    assert "0.850 · 0.734" in html and "(130/153)" in html and "0.712 · 0.563" in html
     assert "0.978" in html  # the in-sample reference figure is still shown, below
     assert chart(page, "chart-calibration")["data"]
     assert chart(page, "chart-detection")["data"]
