@@ -312,14 +312,11 @@ def main() -> None:
             print("  " + line(name, c))
 
     # 2. split check on tuning2's memories
-    print("\n2. fit on reference + half of tuning2's memories, measure on the other half")
-    t2 = [i for i in range(n) if blind[i]]
-    side = dict(zip(t2, folds([rows[i] for i in t2], 2, args.seed), strict=True))
-    for h in (0, 1):
-        train = [i for i in range(n) if side.get(i, -1) != h]
-        test = [i for i in t2 if side[i] == h]
+    def train_and_test(train: list[int], test: list[int]):
+        """Both rules' thresholds chosen out-of-fold inside ``train``, the model fitted on it,
+        and its probabilities and labels on ``test``."""
 
-        def tr(v, train=train):
+        def tr(v):
             return [v[i] for i in train]
 
         inner = oof(tr(xs), tr(ys), tr(vetoes), folds(tr(rows), k, args.seed), k, args.l2)
@@ -327,7 +324,16 @@ def main() -> None:
         tb = matched_recall_threshold(tr(ys), inner, tr(lexical))
         model = fit(tr(xs), tr(ys), args.l2, tr(vetoes))
         ps = predict(model, [xs[i] for i in test], [vetoes[i] for i in test])
-        yt = [ys[i] for i in test]
+        return ta, tb, ps, [ys[i] for i in test]
+
+    print("\n2. fit on reference + half of tuning2's memories, measure on the other half")
+    t2 = [i for i in range(n) if blind[i]]
+    side = dict(zip(t2, folds([rows[i] for i in t2], 2, args.seed), strict=True))
+    for h in (0, 1):
+        train = [i for i in range(n) if side.get(i, -1) != h]
+        test = [i for i in t2 if side[i] == h]
+
+        ta, tb, ps, yt = train_and_test(train, test)
         lx = confusion(yt, [float(lexical[i]) for i in test], 0.5)
         print("  " + line(f"half {h}: rule A (t {ta:.2f})", confusion(yt, ps, ta)))
         print("  " + line(f"half {h}: rule B (t {tb:.2f})", confusion(yt, ps, tb)))
@@ -338,15 +344,7 @@ def main() -> None:
         train = [i for i in range(n) if rows[i]["set"] != name]
         test = [i for i in range(n) if rows[i]["set"] == name]
 
-        def tr(v, train=train):
-            return [v[i] for i in train]
-
-        inner = oof(tr(xs), tr(ys), tr(vetoes), folds(tr(rows), k, args.seed), k, args.l2)
-        ta = choose_threshold(tr(ys), inner, args.target)
-        tb = matched_recall_threshold(tr(ys), inner, tr(lexical))
-        model = fit(tr(xs), tr(ys), args.l2, tr(vetoes))
-        ps = predict(model, [xs[i] for i in test], [vetoes[i] for i in test])
-        yt = [ys[i] for i in test]
+        ta, tb, ps, yt = train_and_test(train, test)
         short = name.removeprefix("detection_")
         print("  " + line(f"{short}: rule A (t {ta:.2f})", confusion(yt, ps, ta)))
         print("  " + line(f"{short}: rule B (t {tb:.2f})", confusion(yt, ps, tb)))
