@@ -99,6 +99,10 @@ def best_threshold(rows: list[dict], scores: list[float]) -> float:
     return max(grid, key=key)
 
 
+#: The thresholds of the reference set's sweep.
+SWEEP = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+
+
 def section(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 72 - len(title)))
 
@@ -138,7 +142,7 @@ def report_quality(rows: list[dict], threshold: float, seed: int) -> None:
 
     section("Threshold sweep")
     print(f"{'threshold':>9} {'precision':>9} {'recall':>7} {'F1':>6} {'tp':>4} {'fp':>4}")
-    for t in (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+    for t in SWEEP:
         ct = counts(rows, scores, t)
         pt, rt, ft = prf(ct)
         mark = "  <- default" if abs(t - threshold) < 1e-9 else ""
@@ -162,9 +166,25 @@ def report_quality(rows: list[dict], threshold: float, seed: int) -> None:
         )
 
     section("Long responses: each response buried among n unrelated ones")
+    for n, words, cn in long_responses(rows, threshold, seed):
+        pn, rn, fn_ = prf(cn)
+        print(
+            f"n={n:2} (~{words:.0f} words): precision {pn:.3f} "
+            f"recall {rn:.3f} F1 {fn_:.3f} (fp {cn['fp']}, fn {cn['fn']})"
+        )
+
+
+#: How many unrelated responses each response is buried among in the long-responses check.
+LONG_MIXES = (5, 20, 100)
+
+
+def long_responses(rows: list[dict], threshold: float, seed: int):
+    """Each row's response buried at a random place among n others' (n in LONG_MIXES), scored
+    by the default scorer: (n, median words, confusion counts) per n."""
     rng = random.Random(seed)
-    for n in (5, 20, 100):
-        long_rows, long_scores, words = [], [], []
+    out = []
+    for n in LONG_MIXES:
+        scores, words = [], []
         for row in rows:
             others = [o["response"] for o in rows if o["memory"] != row["memory"]]
             filler = rng.sample(others, n)
@@ -172,14 +192,9 @@ def report_quality(rows: list[dict], threshold: float, seed: int) -> None:
             text = " ".join([*filler[:at], row["response"], *filler[at:]])
             words.append(len(text.split()))
             (det,) = analyse(text, [DetectionInput(row["id"], row["memory"])])
-            long_rows.append(row)
-            long_scores.append(det.score)
-        cn = counts(long_rows, long_scores, threshold)
-        pn, rn, fn_ = prf(cn)
-        print(
-            f"n={n:2} (~{statistics.median(words):.0f} words): precision {pn:.3f} "
-            f"recall {rn:.3f} F1 {fn_:.3f} (fp {cn['fp']}, fn {cn['fn']})"
-        )
+            scores.append(det.score)
+        out.append((n, statistics.median(words), counts(rows, scores, threshold)))
+    return out
 
 
 def long_response(rows: list[dict], min_words: int = 2000) -> str:
@@ -237,9 +252,40 @@ def report_heldout(threshold: float) -> dict:
     return report_evaluation(rows, score_rows(rows), threshold)
 
 
-def report_evaluation(rows: list[dict], scores: list[float], threshold: float) -> dict:
+def kind_table(rows: list[dict], scores: list[float], threshold: float) -> list[dict]:
+    """Per-kind accuracy split by label, JSON-ready."""
+    per: dict[tuple[str, str], list[int]] = {}
+    for row, score in zip(rows, scores, strict=True):
+        ok = (score >= threshold) == (row["label"] == REFERENCED)
+        cell = per.setdefault((row["kind"], row["label"]), [0, 0])
+        cell[0] += ok
+        cell[1] += 1
+    by_kind = []
+    for kind in sorted({r["kind"] for r in rows}):
+        ref = per.get((kind, REFERENCED), [0, 0])
+        unu = per.get((kind, "UNUSED"), [0, 0])
+        by_kind.append(
+            {
+                "kind": kind,
+                "correct": ref[0] + unu[0],
+                "n": ref[1] + unu[1],
+                "referenced": {"correct": ref[0], "n": ref[1]},
+                "unused": {"correct": unu[0], "n": unu[1]},
+            }
+        )
+    return by_kind
+
+
+def evaluation_summary(rows: list[dict], scores: list[float], threshold: float) -> dict:
     """Precision and recall of REFERENCED with 95 % Wilson intervals, the confusion matrix and
-    per-kind accuracy split by label; returns the JSON-ready summary."""
+    per-kind accuracy split by label (the JSON-ready summary; no output)."""
+    summary = evaluate(rows, scores, threshold).summary()
+    summary["by_kind"] = kind_table(rows, scores, threshold)
+    return summary
+
+
+def report_evaluation(rows: list[dict], scores: list[float], threshold: float) -> dict:
+    """:func:`evaluation_summary`, printed; returns it."""
     ev = evaluate(rows, scores, threshold)
     (pl, ph), (rl, rh) = ev.precision_interval, ev.recall_interval
     print(
@@ -252,32 +298,13 @@ def report_evaluation(rows: list[dict], scores: list[float], threshold: float) -
     print(f"{'REFERENCED':14}{ev.tp:>12}{ev.fn:>10}")
     print(f"{'UNUSED':14}{ev.fp:>12}{ev.tn:>10}")
     print("\nper kind: correct / n, split by label (REFERENCED pairs | UNUSED pairs)")
-    per: dict[tuple[str, str], list[int]] = {}
-    for row, score in zip(rows, scores, strict=True):
-        ok = (score >= threshold) == (row["label"] == REFERENCED)
-        cell = per.setdefault((row["kind"], row["label"]), [0, 0])
-        cell[0] += ok
-        cell[1] += 1
-    by_kind = []
-    for kind in sorted({r["kind"] for r in rows}):
-        ref = per.get((kind, REFERENCED), [0, 0])
-        unu = per.get((kind, "UNUSED"), [0, 0])
-        total = ref[0] + unu[0], ref[1] + unu[1]
+    summary = evaluation_summary(rows, scores, threshold)
+    for k in summary["by_kind"]:
+        ref, unu = k["referenced"], k["unused"]
         print(
-            f"  {kind:20} {total[0]:3}/{total[1]:<3} {total[0] / total[1]:.2f}   "
-            f"REF {ref[0]:2}/{ref[1]:<2}   UNU {unu[0]:2}/{unu[1]:<2}"
+            f"  {k['kind']:20} {k['correct']:3}/{k['n']:<3} {k['correct'] / k['n']:.2f}   "
+            f"REF {ref['correct']:2}/{ref['n']:<2}   UNU {unu['correct']:2}/{unu['n']:<2}"
         )
-        by_kind.append(
-            {
-                "kind": kind,
-                "correct": total[0],
-                "n": total[1],
-                "referenced": {"correct": ref[0], "n": ref[1]},
-                "unused": {"correct": unu[0], "n": unu[1]},
-            }
-        )
-    summary = ev.summary()
-    summary["by_kind"] = by_kind
     return summary
 
 

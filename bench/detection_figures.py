@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -24,15 +23,17 @@ for path in (ROOT, ROOT / "bench"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from detection_bench import counts, load_rows, prf, report_evaluation, score_rows  # noqa: E402
-
-from feedback.detection import (  # noqa: E402
-    DEFAULT_SCORER,
-    REFERENCE_SET,
-    REFERENCED,
-    DetectionInput,
-    analyse,
+from detection_bench import (  # noqa: E402
+    SWEEP,
+    counts,
+    evaluation_summary,
+    load_rows,
+    long_responses,
+    prf,
+    score_rows,
 )
+
+from feedback.detection import DEFAULT_SCORER, REFERENCE_SET, REFERENCED  # noqa: E402
 from feedback.detection_eval import DATA, HELDOUT_SET  # noqa: E402
 from feedback.embedding import DEFAULT_SCORER_NAME, configured_scorer  # noqa: E402
 
@@ -49,7 +50,6 @@ BASELINE_BEFORE_ISSUE_18 = {
     "f1": 0.599,
     "confusion": {"tp": 103, "fn": 74, "fp": 64, "tn": 124},
 }
-SWEEP = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 
 
 def r3(x: float) -> float:
@@ -77,20 +77,12 @@ def reference_figures(seed: int = 7) -> dict:
         {"kind": kind, "label": label, "correct": sum(oks), "n": len(oks)}
         for (kind, label), oks in sorted(kinds.items(), key=lambda kv: -sum(kv[1]) / len(kv[1]))
     ]
-    long_responses = []
-    rng = random.Random(seed)  # the same mixing as bench/detection_bench.py's check
-    for n, length in ((5, "~100 words"), (20, "~350 words"), (100, "~1,700 words")):
-        long_scores = []
-        for row in rows:
-            others = [o["response"] for o in rows if o["memory"] != row["memory"]]
-            filler = rng.sample(others, n)
-            at = rng.randrange(n + 1)
-            text = " ".join([*filler[:at], row["response"], *filler[at:]])
-            (det,) = analyse(text, [DetectionInput(row["id"], row["memory"])])
-            long_scores.append(det.score)
-        pn, rn, fn_ = prf(counts(rows, long_scores, t))
-        long_responses.append(
-            {"n": n, "length": length, "precision": r3(pn), "recall": r3(rn), "f1": r3(fn_)}
+    lengths = {5: "~100 words", 20: "~350 words", 100: "~1,700 words"}
+    mixed = []
+    for n, _, cn in long_responses(rows, t, seed):  # bench/detection_bench.py's check
+        pn, rn, fn_ = prf(cn)
+        mixed.append(
+            {"n": n, "length": lengths[n], "precision": r3(pn), "recall": r3(rn), "f1": r3(fn_)}
         )
     return {
         "reference_set": f"{len(rows)} human-labelled (memory, response) pairs: "
@@ -104,14 +96,14 @@ def reference_figures(seed: int = 7) -> dict:
         },
         "confusion": c,
         "sweep": sweep,
-        "long_responses": long_responses,
+        "long_responses": mixed,
         "by_kind": by_kind,
     }
 
 
 def heldout_figures(path: Path, scorer) -> dict:
     rows = load_rows(path)
-    summary = report_evaluation(rows, score_rows(rows, scorer), scorer.threshold)
+    summary = evaluation_summary(rows, score_rows(rows, scorer), scorer.threshold)
     summary["referenced"] = sum(r["label"] == REFERENCED for r in rows)
     return summary
 
@@ -170,11 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    import contextlib
-    import io
-
-    with contextlib.redirect_stdout(io.StringIO()):  # report_evaluation prints its tables
-        data = figures()
+    data = figures()
     args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     h = data["heldout"]
     print(f"wrote {args.out}: held-out precision {h['precision']:.3f}, recall {h['recall']:.3f}")
