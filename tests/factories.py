@@ -198,3 +198,20 @@ def sweep_state(ids: dict) -> dict:
             ],
         }
     return out
+
+
+def run_without_django(code: str) -> None:
+    """Run ``code`` in a fresh interpreter from the repository root with no Django settings (a
+    pure module must import and work there); fails with the child's stderr."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = str(root)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

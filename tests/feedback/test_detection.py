@@ -4,9 +4,6 @@ targets (precision of REFERENCED >= 0.75 with recall >= 0.5), purity (no Django 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +20,7 @@ from feedback.detection import (
     LexicalScorer,
     analyse,
 )
+from tests.factories import run_without_django
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCED_KINDS = {"verbatim", "paraphrase", "number", "partial", "applied", "negation_consistent"}
@@ -282,9 +280,4 @@ def test_module_imports_without_django():
         "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
         "assert not bad, bad\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["PYTHONPATH"] = str(ROOT)
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
+    run_without_django(code)

@@ -4,8 +4,6 @@ thresholds and cross-validated figures from the tuning sets (reference, tuning2,
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from feedback.detection_model import (
     FittedScorer,
     feature_vector,
 )
+from tests.factories import run_without_django
 
 ROOT = Path(__file__).resolve().parents[2]
 FITTED = FittedScorer()
@@ -164,12 +163,7 @@ def test_model_module_imports_without_django():
         "assert not bad, bad\n"
         "assert 'numpy' not in sys.modules\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["PYTHONPATH"] = str(ROOT)
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
+    run_without_django(code)
 
 
 def test_a_short_memory_restated_in_full_is_referenced():
