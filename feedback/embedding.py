@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 FORMAT = "rms-static-embedding/1"
 ENV_VAR = "RMS_EMBEDDING_MODEL"
 SCORER_VAR = "RMS_DETECTION_SCORER"
+#: What the service uses when RMS_DETECTION_SCORER is unset (the pre-registered switch rule of
+#: issue #18 round 4 chose the fitted combination: docs/DETECTION.md).
+DEFAULT_SCORER_NAME = "fitted"
+
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?\n])\s+")
 _VETO = ("contradicts", "different entity", "different numbers")
@@ -247,21 +251,12 @@ def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
         return CombinedScorer(EmbeddingScorer(StaticEmbedding.load(path)))
     name = environ.get(SCORER_VAR, "").strip() or DEFAULT_SCORER_NAME
     if name == "fitted":
-        return _fitted()
+        from feedback.detection_model import FittedScorer
+
+        return FittedScorer()
     if name != "lexical":
         raise EmbeddingModelError(f"{SCORER_VAR}={name!r}: expected 'lexical' or 'fitted'")
     return DEFAULT_SCORER
-
-
-#: What the service uses when RMS_DETECTION_SCORER is unset (the pre-registered switch rule of
-#: issue #18 round 4 chose the fitted combination: docs/DETECTION.md).
-DEFAULT_SCORER_NAME = "fitted"
-
-
-def _fitted() -> Scorer:
-    from feedback.detection_model import FittedScorer
-
-    return FittedScorer()
 
 
 @lru_cache(maxsize=1)
