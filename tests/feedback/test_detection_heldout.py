@@ -8,11 +8,12 @@ on any change, including a relabelling.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from feedback.detection_eval import load_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "feedback" / "data" / "detection_heldout.jsonl"
@@ -40,8 +41,7 @@ KINDS = {
 
 @pytest.fixture(scope="module")
 def heldout_rows() -> list[dict]:
-    with HELDOUT.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return load_rows(HELDOUT)
 
 
 def test_heldout_set_and_guide_are_frozen():
@@ -97,18 +97,13 @@ TUNING3 = ROOT / "feedback" / "data" / "detection_tuning3.jsonl"
 TUNING3_SHA256 = "5fb9e0d6c19200a56815556ca147e7051ac5518858ef909017cb392ec027f715"
 
 
-def _rows(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
     """Both written blind from the labelling guide (without its review notes) by helpers that
     saw neither the code nor any other set; the held-out one is evaluation only."""
     assert hashlib.sha256(HELDOUT2.read_bytes()).hexdigest() == HELDOUT2_SHA256
     assert hashlib.sha256(TUNING3.read_bytes()).hexdigest() == TUNING3_SHA256
     for path, n, referenced in ((HELDOUT2, 320, 158), (TUNING3, 600, 290)):
-        rows = _rows(path)
+        rows = load_rows(path)
         assert len(rows) == n and len({r["id"] for r in rows}) == n
         for row in rows:
             assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
@@ -127,7 +122,7 @@ def test_second_heldout_figures_are_the_published_headline():
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
-    rows = _rows(HELDOUT2)
+    rows = load_rows(HELDOUT2)
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
     assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (89, 11, 69, 151)
     lo, hi = fitted.precision_interval
