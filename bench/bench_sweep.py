@@ -255,24 +255,36 @@ class Phases:
         from collections import Counter
 
         self.seconds: Counter = Counter()
+        self.backend: Counter = Counter()  # the PostgreSQL backend's CPU seconds in the step
         self._undo: list = []
+        self._pid: int | None = None
 
-    def _wrap(self, owner, name: str, label: str) -> None:
+    def _wrap(self, owner, name: str, label: str, per_object: bool = False) -> None:
         original = getattr(owner, name)
 
         def timed(*args, **kwargs):
+            # /proc is read around the per-chunk steps only (a read costs ~20 us).
+            pg = None if per_object else common._proc_cpu_seconds(self._pid)
             t = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.seconds[label] += time.perf_counter() - t
+                if pg is not None:
+                    self.backend[label] += common._proc_cpu_seconds(self._pid) - pg
 
         setattr(owner, name, timed)
         self._undo.append((owner, name, original))
 
     def __enter__(self) -> Phases:
+        from django.db import connection
+
         from feedback import sweep
         from rms import store
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (self._pid,) = cursor.fetchone()
 
         db = type(store.get())
         steps = [
@@ -285,7 +297,7 @@ class Phases:
             (sweep, "write_aggregates", "write aggregates (store update)"),
         ]
         for owner, name, label in steps:
-            self._wrap(owner, name, label)
+            self._wrap(owner, name, label, per_object=name == "_check_object")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -295,13 +307,16 @@ class Phases:
     def table(self, total: float, n: int) -> None:
         # the store's update also writes the aggregates, which are counted on their own line.
         rows = [
-            [label, f"{secs:.2f}", f"{100 * secs / total:.0f}%", f"{1e6 * secs / n:.0f}"]
+            [label, f"{secs:.2f}", f"{100 * secs / total:.0f}%", f"{1e6 * secs / n:.0f}",
+             "-" if label not in self.backend else f"{1e6 * self.backend[label] / n:.0f}"]
             for label, secs in self.seconds.most_common()
-        ]
+        ]  # fmt: skip
         other = total - sum(self.seconds.values())
         rows.append(["objects update + candidates + commits", f"{other:.2f}",
-                     f"{100 * other / total:.0f}%", f"{1e6 * other / n:.0f}"])  # fmt: skip
-        common.print_table(["step of the first run", "seconds", "share", "us/object"], rows)
+                     f"{100 * other / total:.0f}%", f"{1e6 * other / n:.0f}", "-"])  # fmt: skip
+        common.print_table(
+            ["step of the first run", "seconds", "share", "us/object", "PG CPU us/object"], rows
+        )
 
 
 def profile_table(prof: cProfile.Profile, limit: int) -> str:
@@ -338,15 +353,17 @@ def database_exists(name: str) -> bool:
 
 
 def run(args) -> bool:
-    if args.reuse_db and args.worker_processes and database_exists(DB):
-        # The rounds run on copies: the built database is left as it was built.
+    if args.reuse_db and database_exists(DB):
+        # The runs go on copies: the built database is left as it was built.
         common.django_setup(DB)
         from feedback.sweep import candidates
 
         n = candidates(NAMESPACE).count()
         print(f"# database {DB}: reused as built before ({n:,} candidates)")
         try:
-            return measure_workers(args, n)
+            if args.worker_processes:
+                return measure_workers(args, n)
+            return in_process_on_copy(args, n)
         finally:
             from django.db import connections
 
@@ -367,6 +384,35 @@ def run(args) -> bool:
 
 
 def measure(args) -> bool:
+    from feedback.sweep import candidates
+
+    sizes = build(args.objects, args.per_session, args.seed)
+    n = sizes["objects"]
+    assert candidates(NAMESPACE).count() == n
+    if args.worker_processes:
+        return measure_workers(args, n)
+    if args.reuse_db:  # the built database stays as built for the next --reuse-db run
+        return in_process_on_copy(args, n)
+    return in_process(args, n)
+
+
+def in_process_on_copy(args, n: int) -> bool:
+    """:func:`in_process` on a fresh copy of the built database, dropped afterwards."""
+    copy = f"{DB}_copy"
+    switch_database("postgres")
+    with common._admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{DB}"')
+    switch_database(copy)
+    try:
+        return in_process(args, n)
+    finally:
+        switch_database("postgres")
+        drop_database(copy)
+
+
+def in_process(args, n: int) -> bool:
+    """The sweep called in this process (no Celery), timed, profiled or split into phases."""
     from django.db import connection
 
     from feedback.models import FeedbackAggregate
@@ -374,12 +420,7 @@ def measure(args) -> bool:
     from rms.models import MemoryObject, Operation
     from rms.verification import verify_object_chain, verify_object_replay
 
-    sizes = build(args.objects, args.per_session, args.seed)
-    n = sizes["objects"]
-    assert candidates(NAMESPACE).count() == n
-    if args.worker_processes:
-        return measure_workers(args, n)
-
+    connection.ensure_connection()  # the CPU meter finds this process's backend
     marks: list[tuple[float, float]] = []
     t0 = time.perf_counter()
 
@@ -392,7 +433,7 @@ def measure(args) -> bool:
     # CPU time, not wall time: waiting for PostgreSQL shows up in the backend figure instead.
     prof = cProfile.Profile(time.process_time) if args.profile else None
     phases = Phases() if args.phases else contextlib.nullcontext()
-    with common.CpuMeter(None, DB) as cpu, phases:
+    with common.CpuMeter(None, connection.settings_dict["NAME"]) as cpu, phases:
         t0 = time.perf_counter()
         if prof is not None:
             prof.enable()
@@ -464,6 +505,8 @@ def measure(args) -> bool:
     if prof is not None:
         print()
         print(profile_table(prof, args.profile_lines))
+        if args.profile_out:
+            prof.dump_stats(args.profile_out)
     connection.close()
     return all(ok for _, ok in checks)
 
@@ -658,13 +701,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=9)
     parser.add_argument("--profile", action="store_true", help="cProfile the first run")
     parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument("--profile-out", help="also write the profile to this file (pstats)")
     parser.add_argument("--phases", action="store_true", help="wall time per step of the run")
     parser.add_argument("--db", type=check_db_name, default=DB, help="scratch database name")
     parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
     parser.add_argument(
         "--reuse-db",
         action="store_true",
-        help="with --worker-processes: run on the database a --keep-db run built (same "
+        help="run on a copy of the database a --keep-db or --reuse-db run built (same "
         "--objects/--seed/migrations), else build it and keep it",
     )
     parser.add_argument("--wait-quiet", type=float, default=30.0)
