@@ -35,12 +35,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from feedback.detection import (  # noqa: E402
-    DEFAULT_SCORER,
-    REFERENCED,
-    retraction_cues,
-    without_quoted_question,
-)
+from feedback.detection import DEFAULT_SCORER, REFERENCED  # noqa: E402
 from feedback.detection_eval import (  # noqa: E402
     HELDOUT_SET,
     REFERENCE_SET,
@@ -48,6 +43,7 @@ from feedback.detection_eval import (  # noqa: E402
     evaluate,
     load_rows,
 )
+from feedback.detection_text import retraction_cues, without_quoted_question  # noqa: E402
 from feedback.embedding import _SENTENCE_RE, _VETO  # noqa: E402
 
 WINDOWS = (1, 2, 3)

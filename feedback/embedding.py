@@ -32,13 +32,8 @@ from functools import lru_cache
 from operator import mul
 from pathlib import Path
 
-from feedback.detection import (
-    DEFAULT_SCORER,
-    LexicalScorer,
-    Scorer,
-    retraction_cues,
-    without_quoted_question,
-)
+from feedback.detection import DEFAULT_SCORER, LexicalScorer, Scorer
+from feedback.detection_text import retraction_cues, without_quoted_question
 
 logger = logging.getLogger(__name__)
 

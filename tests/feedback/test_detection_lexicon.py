@@ -7,18 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from feedback.detection import (
-    LEXICON_FILE,
-    REFERENCED,
-    UNUSED,
-    WORDNET_FILE,
-    DetectionInput,
-    LexicalScorer,
-    _normalise,
-    _related_table,
-    analyse,
-)
+from feedback.detection import REFERENCED, UNUSED, DetectionInput, LexicalScorer, analyse
 from feedback.detection_model import THRESHOLD, VETO_CAP, FittedScorer
+from feedback.detection_text import LEXICON_FILE, WORDNET_FILE, normalise, related_table
 
 LEXICAL = LexicalScorer()
 PLAIN = LexicalScorer(concepts=False, related_credit=0, hypernym_credit=0, hyponym_credit=0)
@@ -112,7 +103,7 @@ def test_a_wordnet_synonym_counts_with_partial_credit():
     assert "commenc" in reason  # found as "starts" (WordNet: commence = start = begin)
     off = LexicalScorer(related_credit=0, hypernym_credit=0, hyponym_credit=0)
     assert off.score(memory, response)[0] == pytest.approx(0.4174, abs=1e-4)
-    assert ("begin", 0) in _related_table()["commenc"]
+    assert ("begin", 0) in related_table()["commenc"]
 
 
 def test_hard_negatives_stay_unused():
@@ -151,14 +142,14 @@ def test_a_contradiction_is_still_vetoed():
 
 
 def test_concepts_are_written_after_their_phrase_and_keep_or_absorb_the_negation():
-    assert _normalise("He doesn't eat meat.") == "He doesn't eat meat \ue007vegetarian ."
-    assert _normalise("Dana reports to Sam every other week.") == (
+    assert normalise("He doesn't eat meat.") == "He doesn't eat meat \ue007vegetarian ."
+    assert normalise("Dana reports to Sam every other week.") == (
         "Dana reports to \ue004manager  Sam every other week \ue006everyfortnightly ."
     )
-    assert _normalise("Retained for 2 hours.") == "Retained for 2 hours \ue004120 \ue000minutes ."
-    assert _normalise("Due 2 August 2027.") == "Due 2 August 2027 \ue0062027-08-02 ."
-    assert _normalise("At half past seven.") == "At half past seven \ue00607:30 ."
-    assert _normalise("At half past seven.", concepts=False) == "At half past seven."
+    assert normalise("Retained for 2 hours.") == "Retained for 2 hours \ue004120 \ue000minutes ."
+    assert normalise("Due 2 August 2027.") == "Due 2 August 2027 \ue0062027-08-02 ."
+    assert normalise("At half past seven.") == "At half past seven \ue00607:30 ."
+    assert normalise("At half past seven.", concepts=False) == "At half past seven."
     # "doesn't eat meat" holds its negation: "vegetarian" is asserted; "doesn't report to"
     # does not: "manager" stays under the negation, so the contradiction check still sees it.
     (veg,) = LEXICAL.features_many(
@@ -180,11 +171,11 @@ def test_the_resources_ship_inside_the_package_with_wordnets_licence():
     assert LEXICON_FILE.parent.name == "data" and LEXICON_FILE.parent.parent.name == "feedback"
     head = WORDNET_FILE.read_text(encoding="utf-8")[:3000]
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in head
-    assert len(_related_table()) > 7000  # stems of about 9,500 WordNet words
+    assert len(related_table()) > 7000  # stems of about 9,500 WordNet words
 
 
 def test_spelled_hundreds_and_the_scope_of_no():
-    assert _normalise("four hundred dollars") == "four hundred \ue004400  dollars"
+    assert normalise("four hundred dollars") == "four hundred \ue004400  dollars"
     # "no" denies its noun phrase only: "no lift to your flat" does not deny the flat.
     (f,) = LEXICAL.features_many(
         ["User's apartment is on the fifth floor with no elevator."],
