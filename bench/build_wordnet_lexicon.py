@@ -73,6 +73,12 @@ def main() -> None:
     ap.add_argument("--dict", type=Path, default=Path("/usr/share/wordnet"))
     ap.add_argument("--min-zipf", type=float, default=3.0)
     ap.add_argument("--senses", type=int, default=1)
+    ap.add_argument(
+        "--untagged",
+        action="store_true",
+        help="also lemmas none of whose senses is sense-tagged (rarer words: cilantro); their "
+        "first sense is taken",
+    )
     args = ap.parse_args()
 
     def common(word: str) -> bool:
@@ -89,7 +95,7 @@ def main() -> None:
             parts = line.split()
             lemma, n_senses, n_ptr = parts[0], int(parts[2]), int(parts[3])
             tagged = int(parts[5 + n_ptr])
-            if not common(lemma) or not tagged:
+            if not common(lemma) or not (tagged or args.untagged):
                 continue
             offsets = parts[6 + n_ptr : 6 + n_ptr + n_senses][: args.senses]
             for off in offsets:

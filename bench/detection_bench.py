@@ -1,14 +1,15 @@
-"""Benchmark of the response analyser (feedback/detection.py) on its two labelled sets.
+"""Benchmark of the response analyser (feedback/detection.py) on its labelled sets.
 
 The reference (tuning) set first: precision, recall and F1 of REFERENCED, the confusion matrix,
 per-kind accuracy, a threshold sweep, the threshold that maximises F0.5 on it, a 2-fold check
-and a long-response stress test. Then the held-out set (labelled blind, never tuned on), at the
-scorer's threshold: precision and recall with 95 % Wilson intervals, the confusion matrix and
-per-kind accuracy split by label; that is the published headline. Then the lexical scorer on
-the second tuning set, the time to analyse a ~2,000-word response against 20 objects, the
-fitted scorer (feedback/detection_model.py, the service's default) on the held-out set at its
-two thresholds, timed, and both scorers on the second, fresh held-out set (the headline since
-issue #18 round 4; bench/detection_figures.py writes the evidence page's figures from it).
+and a long-response stress test. Then the first blind set at the lexical threshold: precision
+and recall with 95 % Wilson intervals, the confusion matrix and per-kind accuracy split by
+label. Then the lexical scorer on the second tuning set, the time to analyse a ~2,000-word
+response against 20 objects, the fitted scorer (feedback/detection_model.py, the service's
+default) on the first blind set at its two thresholds, timed, and both scorers on the second
+blind set and on the third held-out set. The first two blind sets were held out until issue
+#18 round 5 and are tuning data since; the third is the headline (bench/detection_figures.py
+writes the evidence page's figures from it).
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
         [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)
@@ -44,7 +45,13 @@ from feedback.detection import (  # noqa: E402
     analyse,
     clear_caches,
 )
-from feedback.detection_eval import DATA, HELDOUT_SET, evaluate, wilson  # noqa: E402
+from feedback.detection_eval import (  # noqa: E402
+    DATA,
+    HELDOUT3_SET,
+    HELDOUT_SET,
+    evaluate,
+    wilson,
+)
 from feedback.detection_model import MATCHED_RECALL_THRESHOLD, FittedScorer  # noqa: E402
 from feedback.embedding import ENV_VAR, CombinedScorer, EmbeddingScorer, StaticEmbedding  # noqa: E402
 
@@ -247,8 +254,11 @@ def report_timing(rows: list[dict], runs: int, scorer=None, name: str = "lexical
 
 def report_heldout(threshold: float) -> dict:
     rows = load_rows(HELDOUT_SET)
-    section(f"HELD-OUT set (headline): {HELDOUT_SET.relative_to(ROOT)}, threshold {threshold:.2f}")
-    print(f"{len(rows)} pairs labelled blind; the threshold was fitted on the reference set only")
+    section(
+        f"FIRST BLIND set (tuning data since round 5): {HELDOUT_SET.relative_to(ROOT)}, "
+        f"threshold {threshold:.2f}"
+    )
+    print(f"{len(rows)} pairs labelled blind; held out in rounds 1-4, fitted on since")
     return report_evaluation(rows, score_rows(rows), threshold)
 
 
@@ -312,15 +322,14 @@ TUNING2_SET = DATA / "detection_tuning2.jsonl"
 HELDOUT2_SET = DATA / "detection_heldout2.jsonl"
 
 
-def report_heldout2(threshold: float) -> dict:
-    """The second, fresh held-out set (issue #18 round 4; the headline since): the fitted
-    scorer at its threshold and the lexical scorer at ``threshold``."""
-    rows = load_rows(HELDOUT2_SET)
+def report_blind(path: Path, title: str, threshold: float) -> dict:
+    """A blind set: the fitted scorer at its threshold and the lexical scorer at ``threshold``."""
+    rows = load_rows(path)
     out = {}
     fitted = FittedScorer()
     for name, scorer, t in (("fitted", fitted, fitted.threshold), ("lexical", None, threshold)):
-        section(f"SECOND HELD-OUT set (headline): {HELDOUT2_SET.relative_to(ROOT)}, {name} {t:.2f}")
-        print(f"{len(rows)} pairs labelled blind after every tuning choice")
+        section(f"{title}: {path.relative_to(ROOT)}, {name} {t:.2f}")
+        print(f"{len(rows)} pairs labelled blind")
         out[name] = report_evaluation(rows, score_rows(rows, scorer), t)
     return out
 
@@ -340,7 +349,7 @@ def report_fitted(rows: list[dict], runs: int) -> dict:
     scorer = FittedScorer()
     section("Fitted scorer (logistic regression over the lexical features; the service's default)")
     print(
-        "fitted on reference + tuning2 + tuning3; cross-validated: bench/fit_detection.py.\n"
+        "fitted on the five tuning sets; cross-validated: bench/fit_detection.py.\n"
         f"thresholds: {scorer.threshold:.2f} (CV precision >= 0.85), "
         f"{MATCHED_RECALL_THRESHOLD:.2f} (the lexical default's CV recall)"
     )
@@ -421,7 +430,14 @@ def main() -> None:
     heldout["tuning2_lexical"] = report_tuning2(args.threshold)
     report_timing(rows, args.runs)
     heldout["fitted"] = report_fitted(rows, args.runs)
-    heldout["heldout2"] = report_heldout2(args.threshold)
+    heldout["heldout2"] = report_blind(
+        HELDOUT2_SET,
+        "SECOND BLIND set (round 4's headline, tuning data since round 5)",
+        args.threshold,
+    )
+    heldout["heldout3"] = report_blind(
+        HELDOUT3_SET, "HELD-OUT set 3 (headline since round 5)", args.threshold
+    )
     embedded = report_embedding(args.embedding, rows, args.runs)
     if args.json:
         if embedded:

@@ -677,12 +677,13 @@ class LexicalScorer:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _match(self, term: _Token, resp: _Response) -> _Match:
+    def _match(self, term: _Token, resp: _Response, own: frozenset[str] = frozenset()) -> _Match:
+        """How ``term`` occurs in the response; ``own``: the memory's other terms' keys."""
         where = resp.occurrences.get(term.key)
         if where:
             return 1.0, where
         if term.cls == _WORD:
-            return self._related(term.key, resp)
+            return self._related(term.key, resp, own)
         if term.cls != _ID:
             return _NO_MATCH
         # "registry.acme.io" inside "registry.acme.io/api:1.2"; only with a separator, so that
@@ -727,9 +728,11 @@ class LexicalScorer:
                 covered.update(term.covers)
         return covered
 
-    def _related(self, key: str, resp: _Response) -> _Match:
+    def _related(self, key: str, resp: _Response, own: frozenset[str] = frozenset()) -> _Match:
         """A word found only as a related word: a lexicon "~" line or a WordNet synonym
-        (related_credit), a WordNet hypernym or hyponym (hypernym_credit, hyponym_credit)."""
+        (related_credit), a WordNet hypernym or hyponym (hypernym_credit, hyponym_credit).
+        A word that is itself one of the memory's terms (``own``) is that term's evidence, not
+        this one's: "dog" in the response does not also stand for the memory's "poodle"."""
         credits = (self.related_credit, self.hypernym_credit, self.hyponym_credit)
         if not any(credits):
             return _NO_MATCH
@@ -737,7 +740,7 @@ class LexicalScorer:
         merged: dict[int, int] = {}
         for other, kind in related_table().get(key, ()):
             credit = credits[kind]
-            where = resp.occurrences.get(other) if credit else None
+            where = resp.occurrences.get(other) if credit and other not in own else None
             if not where:
                 continue
             if credit > best:
@@ -786,7 +789,8 @@ class LexicalScorer:
         reads: "no longer" cues, "you" in the window, other numbers, the first term."""
         if not mem.terms:
             return _empty_features("no content terms in the memory")
-        matches = {t.key: self._match(t, resp) for t in mem.terms}
+        own = frozenset(t.key for t in mem.terms)
+        matches = {t.key: self._match(t, resp, own) for t in mem.terms}
         if not any(credit for credit, _ in matches.values()):
             return _empty_features("no shared content terms", quoted=resp.quoted)
         window = self._window(mem.terms, matches)
@@ -927,6 +931,11 @@ class LexicalScorer:
         ]
         if missing and not mem.facts and matched - set(missing):
             names = set().union(*(resp.names_at.get(s, ()) for s in sentences)) - keys
+            # a name that begins the missing one, or that it begins, is the same one shortened
+            # or extended ("Fuji" for "Fujifilm"), not another
+            names = {
+                n for n in names if not any(n.startswith(m) or m.startswith(n) for m in missing)
+            }
             if names:
                 return (
                     f"contradicts the memory: {sorted(names)[0]} where the memory has {missing[0]}"
@@ -998,6 +1007,14 @@ DEFAULT_SCORER = LexicalScorer()
 
 # The hand-labelled reference set (docs/DETECTION.md, "Reference set").
 REFERENCE_SET = Path(__file__).resolve().parent / "data" / "detection_reference.jsonl"
+
+
+def warm() -> None:
+    """Load what the first analysis would otherwise load on the request path: the word
+    frequencies and the WordNet table (about 0.8 s together). Web and worker processes call
+    this as they start (``rms.gunicorn_conf``, ``feedback.tasks``); results never depend on it."""
+    _frequencies()
+    related_table()
 
 
 def clear_caches() -> None:

@@ -20,6 +20,8 @@ DATA = Path(__file__).resolve().parent / "data"
 REFERENCE_SET = DATA / "detection_reference.jsonl"
 #: The held-out set: 365 pairs labelled blind (docs/DETECTION_LABELLING_GUIDE.md); never tuned on.
 HELDOUT_SET = DATA / "detection_heldout.jsonl"
+#: Issue #18 round 5's held-out set (340 pairs, written blind); the first two are tuning data since.
+HELDOUT3_SET = DATA / "detection_heldout3.jsonl"
 
 
 def load_rows(path: Path) -> list[dict]:

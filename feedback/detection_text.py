@@ -283,8 +283,20 @@ def retraction_cues(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# A year written with an apostrophe: "born in '19" is 2019, "since '98" 1998 (not "'19'", a
+# quoted string, nor "'90s", a decade).
+_SHORT_YEAR_RE = re.compile(r"(?<![\w'])'(\d\d)\b(?!['\w.])")
+
+
+def _short_year(match: re.Match) -> str:
+    year = int(match.group(1))
+    return str(2000 + year if year < 40 else 1900 + year)
+
+
 def normalise(text: str, concepts: bool = True) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("×", "x")
+    if "'" in text:
+        text = _SHORT_YEAR_RE.sub(_short_year, text)
     if not text.isascii():  # "Keflavík" and "Keflavik" are the same word
         text = COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
     text = _normalise_numbers(THOUSANDS_RE.sub("", text))  # 1,150 -> 1150
@@ -527,8 +539,19 @@ _SPOKEN_DURATIONS = {
     "half a day": "12 hours",
     "a fortnight": "2 weeks",
     "half a dozen": "6",
+    "half a minute": "30 seconds",
+    "half-minute": "30 seconds",
+    "half a terabyte": "500 gb",
 }
-_SPOKEN_RE = re.compile(r"(?:[Hh]alf a (?:year|day|dozen)|[Aa] (?:year and a half|fortnight))\b")
+_SPOKEN_RE = re.compile(
+    r"(?:[Hh]alf a (?:year|day|dozen|minute|terabyte)|[Hh]alf-minute"
+    r"|[Aa] (?:year and a half|fortnight))\b"
+)
+# "3 hours 30 minutes" also reads "210 minutes" and "3.5 hours" (before the one-unit swaps,
+# which write their own alternatives after "3 hours").
+_COMPOUND_DURATION_RE = re.compile(r"(\d+) hours?,? (?:and )?(\d{1,2}) minutes?\b")
+# Storage sizes in the other decimal unit: "2 TB" also reads "2000 gb", "500 GB" "0.5 tb".
+_DATA_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?) ?((?i:tb|gb|terabytes?|gigabytes?))\b(?![-\w])")
 
 
 def _inside_word(match: re.Match, also: str = "") -> bool:
@@ -636,6 +659,30 @@ def _spelled(match: re.Match) -> str:
     return match.group(0) + _marked(str(value), False, 2)
 
 
+def _compound_duration(match: re.Match) -> str:
+    if _inside_word(match, "."):
+        return match.group(0)
+    hours, minutes = int(match.group(1)), int(match.group(2))
+    if not 0 < minutes < 60:
+        return match.group(0)
+    total = 60 * hours + minutes
+    out = match.group(0) + _marked(f"{total} minutes", False, 4)
+    if (total * 4) % 60 == 0:  # whole quarters: 3.5 hours, 1.25 hours
+        out += _marked(f"{_plain(total / 60)} hours", False, 4)
+    return out
+
+
+def _data_size(match: re.Match) -> str:
+    if _inside_word(match, "."):
+        return match.group(0)
+    value, unit = float(match.group(1)), match.group(2).lower()
+    if unit.startswith("t"):
+        return match.group(0) + _marked(f"{_plain(value * 1000)} gb", False, 2)
+    if value >= 500 and value % 500 == 0:
+        return match.group(0) + _marked(f"{_plain(value / 1000)} tb", False, 2)
+    return match.group(0)
+
+
 def _unit_swap(match: re.Match) -> str:
     if _inside_word(match, "."):
         return match.group(0)
@@ -659,9 +706,13 @@ def _concepts(text: str) -> str:
         text = _SPELLED_RE.sub(_spelled, text)
     # Each pass runs only where its words occur (a substring test is far cheaper than a scan).
     digits = HAS_DIGIT_RE.search(text) is not None
+    if digits and "hour" in low and "minute" in low:
+        text = _COMPOUND_DURATION_RE.sub(_compound_duration, text)
     if digits:
         text = _UNIT_SWAP_RE.sub(_unit_swap, text)
-    if "half a " in low or "fortnight" in low or "and a half" in low:
+    if digits and ("tb" in low or "gb" in low or "byte" in low):
+        text = _DATA_SIZE_RE.sub(_data_size, text)
+    if "half a " in low or "half-" in low or "fortnight" in low or "and a half" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
     if digits and any(month in low for month in MONTHS_IN_ORDER):
         text = _DATE_RE.sub(_date, text)

@@ -493,6 +493,21 @@ def reconcile_task_runs() -> dict:
     return {"requeued": len(requeued), "sent": sent, "send_failed": failed, **chunks}
 
 
+# --- start-up ----------------------------------------------------------------------------------
+
+
+@signals.worker_init.connect
+def _warm_detection(**kwargs) -> None:
+    """The response analyser's tables, loaded once in the worker's main process before its pool
+    starts (prefork children inherit them), not by the first task that analyses a session."""
+    from feedback import detection
+
+    try:
+        detection.warm()
+    except Exception as exc:
+        logger.warning("could not load the response analyser's tables: %s", exc)
+
+
 # --- the worker's own heartbeat (for /health) ---------------------------------------------------
 
 _worker_beat: heartbeat.WorkerBeat | None = None

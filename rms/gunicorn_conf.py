@@ -1,8 +1,10 @@
 """gunicorn hooks of ``make run`` and the compose web service (``-c python:rms.gunicorn_conf``).
 
-With ``PROMETHEUS_MULTIPROC_DIR`` set, every worker writes its metric samples to files there and
-``/metrics`` sums them (``rms.telemetry``); a worker that exits is marked dead so its live
-gauges stop counting, while its counters stay summed.
+Each worker loads the response analyser's tables before it takes requests
+(``post_worker_init``), so no request pays for them. With ``PROMETHEUS_MULTIPROC_DIR`` set, every
+worker writes its metric samples to files there and ``/metrics`` sums them (``rms.telemetry``);
+a worker that exits is marked dead so its live gauges stop counting, while its counters stay
+summed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ def on_starting(server) -> None:
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if folder:
         os.makedirs(folder, exist_ok=True)
+
+
+def post_worker_init(worker) -> None:
+    from feedback import detection
+
+    try:
+        detection.warm()
+    except Exception:  # a missing table must not stop the worker: the first analysis will say
+        worker.log.exception("could not load the response analyser's tables")
 
 
 def child_exit(server, worker) -> None:

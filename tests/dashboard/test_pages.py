@@ -425,13 +425,13 @@ def test_evidence_shows_calibration_and_detection_figures(operator, history):
     assert rows["INFERRED"]["observed"] == 1.0
     html = page.content.decode()
     assert "measured 2026-12-01" in html
-    # The headline is the fresh held-out set (issue #18), with its Wilson interval and confusion
-    # matrix; the first held-out set and the lexical scorer beside it.
-    assert "Held-out precision" in html and "0.890" in html and "0.563" in html
-    assert "0.814" in html and "0.937" in html
-    assert '<td class="num">89</td><td class="num">69</td>' in html
-    assert '<td class="num">11</td><td class="num">151</td>' in html
-    assert "0.850 · 0.734" in html and "(130/153)" in html and "0.712 · 0.563" in html
+    # The headline is the third held-out set (issue #18 round 5), with its Wilson interval and
+    # confusion matrix; the round-4 scorer on the same set and the lexical scorer beside it.
+    assert "Held-out precision" in html and "0.797" in html and "0.655" in html
+    assert "0.722" in html and "0.856" in html
+    assert '<td class="num">110</td><td class="num">58</td>' in html
+    assert '<td class="num">28</td><td class="num">144</td>' in html
+    assert "0.810 · 0.607" in html and "0.630 · 0.518" in html
     assert "0.978" in html  # the in-sample reference figure is still shown, below
     assert chart(page, "chart-calibration")["data"]
     assert chart(page, "chart-detection")["data"]

@@ -1,8 +1,9 @@
-"""The held-out detection set (issue #18): frozen, valid, and measured against its targets.
+"""The blind detection sets (issue #18): frozen, valid, and measured against the targets.
 
-feedback/data/detection_heldout.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by a
-labeller who never saw feedback/detection.py. They are never edited: the sha256 pins below fail
-on any change, including a relabelling.
+feedback/data/detection_heldout*.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by
+labellers who never saw the detector's code. They are never edited: the sha256 pins below fail
+on any change, including a relabelling. The first two are tuning data since round 5; the third
+is the held-out set.
 """
 
 from __future__ import annotations
@@ -63,30 +64,17 @@ def test_heldout_set_is_valid_and_covers_every_kind(heldout_rows):
     assert labels == {"REFERENCED": 177, "UNUSED": 188}
 
 
-def test_heldout_figures_do_not_regress(heldout_rows):
-    """The lexical scorer's held-out figures at 0.40 (docs/DETECTION.md, round 4): precision
-    0.751, recall 0.718. A regression floor, NOT the issue's targets (0.85 / 0.70)."""
+def test_first_set_figures_are_pinned(heldout_rows):
+    """Tuning data since issue #18 round 5 (evaluated in four rounds before): in-sample pins of
+    the lexical scorer at 0.40 and the fitted scorer at its threshold, not held-out figures."""
     from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-
-    ev = evaluate(heldout_rows, score_rows(heldout_rows), DEFAULT_SCORER.threshold)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (127, 42, 50, 146)
-    lo, hi = ev.precision_interval
-    assert round(ev.precision, 3) == 0.751 and round(lo, 3) == 0.681 and round(hi, 3) == 0.811
-
-
-def test_fitted_scorer_heldout_figures_are_the_published_evaluation(heldout_rows):
-    """Issue #18 round 4: the fitted scorer (the service's default) at its one pre-registered
-    threshold, fitted on the three tuning sets only, with the restatement floor added after the
-    run (126 / 23 / 51 / 165 without it). A pin of that evaluation, not a target: precision
-    0.8497 is just under 0.85."""
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
-    assert THRESHOLD == 0.71
+    ev = evaluate(heldout_rows, score_rows(heldout_rows), DEFAULT_SCORER.threshold)
+    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (127, 43, 50, 145)
     ev = evaluate(heldout_rows, score_rows(heldout_rows, FittedScorer()), THRESHOLD)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (130, 23, 47, 165)
-    assert round(ev.precision, 4) == 0.8497 and round(ev.recall, 3) == 0.734
+    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (131, 25, 46, 163)
 
 
 # --- the second held-out set (issue #18, round 4) ----------------------------------------------
@@ -99,7 +87,7 @@ TUNING3_SHA256 = "5fb9e0d6c19200a56815556ca147e7051ac5518858ef909017cb392ec027f7
 
 def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
     """Both written blind from the labelling guide (without its review notes) by helpers that
-    saw neither the code nor any other set; the held-out one is evaluation only."""
+    saw neither the code nor any other set; the held-out one was evaluation only until round 5."""
     assert hashlib.sha256(HELDOUT2.read_bytes()).hexdigest() == HELDOUT2_SHA256
     assert hashlib.sha256(TUNING3.read_bytes()).hexdigest() == TUNING3_SHA256
     for path, n, referenced in ((HELDOUT2, 320, 158), (TUNING3, 600, 290)):
@@ -113,19 +101,52 @@ def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
         assert Counter(r["label"] for r in rows)["REFERENCED"] == referenced
 
 
-def test_second_heldout_figures_are_the_published_headline():
-    """The fresh held-out set's one evaluation (issue #18 round 4, docs/DETECTION.md): the
-    headline. Fitted (the default) at 0.71: precision 0.890 (Wilson 0.814-0.937), recall 0.563
-    (87 / 11 / 71 / 151 before the restatement floor); lexical at 0.40: 0.712 / 0.563. The
-    targets (0.85 with recall 0.70) are not met."""
+def test_second_set_figures_are_pinned():
+    """Round 4's headline set, tuning data since round 5 (in-sample pins)."""
     from feedback.detection import DEFAULT_SCORER
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
     rows = load_rows(HELDOUT2)
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (89, 11, 69, 151)
-    lo, hi = fitted.precision_interval
-    assert round(fitted.precision, 3) == 0.890 and (round(lo, 3), round(hi, 3)) == (0.814, 0.937)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (98, 12, 60, 150)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
-    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (89, 36, 69, 126)
+    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 36, 63, 126)
+
+
+# --- the third held-out set (issue #18, round 5): the headline ----------------------------------
+
+HELDOUT3 = ROOT / "feedback" / "data" / "detection_heldout3.jsonl"
+HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a997"
+
+
+def test_third_heldout_set_is_frozen_and_valid():
+    """Written blind from the labelling guide by two helpers that saw neither the code nor any
+    other set, to kind quotas (every kind but "unrelated"); evaluation only."""
+    assert hashlib.sha256(HELDOUT3.read_bytes()).hexdigest() == HELDOUT3_SHA256
+    rows = load_rows(HELDOUT3)
+    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
+    for row in rows:
+        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+    per_kind = Counter(r["kind"] for r in rows)
+    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
+    assert Counter(r["label"] for r in rows) == {"REFERENCED": 168, "UNUSED": 172}
+
+
+def test_third_heldout_figures_are_the_published_headline():
+    """The round-5 evaluation, run once under the rule written before it (docs/DETECTION.md):
+    fitted (the default) at 0.68, precision 0.797 (Wilson 0.722-0.856), recall 0.655; lexical at
+    0.40, 0.630 / 0.518. The targets (0.85 with recall 0.70) are not met."""
+    from feedback.detection import DEFAULT_SCORER
+    from feedback.detection_eval import evaluate, score_rows
+    from feedback.detection_model import THRESHOLD, FittedScorer
+
+    assert THRESHOLD == 0.68
+    rows = load_rows(HELDOUT3)
+    fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (110, 28, 58, 144)
+    lo, hi = fitted.precision_interval
+    assert round(fitted.precision, 3) == 0.797 and (round(lo, 3), round(hi, 3)) == (0.722, 0.856)
+    lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
+    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (87, 51, 81, 121)

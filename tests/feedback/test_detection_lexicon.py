@@ -71,22 +71,22 @@ def test_paraphrases_the_fitted_scorer_now_refers():
         (
             "The CI timeout is 2 hours.",
             "The job is killed after 120 minutes, your CI limit.",
-            0.7533,
+            0.7323,
         ),
         (
             "User's passport expires on 2 August 2027.",
             "With your passport valid until 2027-08-02, the six-month rule is satisfied.",
-            0.8922,
+            0.8533,
         ),
         (
             "User's bedtime for the kids is 19:30.",
             "Lights out at half past seven, as usual for your kids' bedtime.",
-            0.8882,
+            0.8834,
         ),
         (
             "User works from home on Fridays.",
             "Since you're remote on Fridays, the courier will leave the parcel with you.",
-            0.8266,
+            0.8042,
         ),
     ):
         det = fitted(memory, response)
@@ -114,7 +114,9 @@ def test_hard_negatives_stay_unused():
     assert LEXICAL.score(*tabs)[0] < LEXICAL.threshold
     assert fitted(*tabs).signal_type == UNUSED
     poodle = ("User's dog is a poodle.", "Your dog will need grooming every six weeks.")
+    # "dog" is the memory's own term, not also evidence of "poodle" (WordNet: poodle is a dog)
     assert LEXICAL.score(*poodle)[0] == pytest.approx(0.0786, abs=1e-4)
+    assert fitted(*poodle).signal_type == UNUSED
     # Same wording, another system: the lexical scorer is fooled, the fitted one is not (the
     # memory's name Loki is missing and the window names Mimir instead).
     memory = "Logs are shipped to Loki and retained for 14 days."
@@ -125,7 +127,7 @@ def test_hard_negatives_stay_unused():
     (f,) = LEXICAL.features_many([memory], response)
     assert f.name_missing and f.name_swap
     det = fitted(memory, response)
-    assert det.signal_type == UNUSED and det.score == pytest.approx(0.6280, abs=1e-4)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.5900, abs=1e-4)
     assert det.score < THRESHOLD
 
 
@@ -137,7 +139,7 @@ def test_a_contradiction_is_still_vetoed():
     score, reason = LEXICAL.score(memory, response)
     assert score == pytest.approx(0.2024, abs=1e-4) and "contradicts" in reason
     det = fitted(memory, response)
-    assert det.signal_type == UNUSED and det.score == VETO_CAP <= 0.05
+    assert det.signal_type == UNUSED and det.score <= VETO_CAP <= 0.05  # the cap is a ceiling
     assert "contradicts" in det.reason
 
 
@@ -171,15 +173,48 @@ def test_the_resources_ship_inside_the_package_with_wordnets_licence():
     assert LEXICON_FILE.parent.name == "data" and LEXICON_FILE.parent.parent.name == "feedback"
     head = WORDNET_FILE.read_text(encoding="utf-8")[:3000]
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in head
-    assert len(related_table()) > 7000  # stems of about 9,500 WordNet words
+    assert len(related_table()) > 15000  # stems of about 22,000 WordNet words
 
 
 def test_spelled_hundreds_and_the_scope_of_no():
     assert normalise("four hundred dollars") == "four hundred \ue004400  dollars"
-    # "no" denies its noun phrase only: "no lift to your flat" does not deny the flat.
+    # "no" denies its noun phrase only: "no lift to your flat" does not deny the flat. (A use:
+    # "fifth" and "five" are both 5, and WordNet has floor = storey.)
     (f,) = LEXICAL.features_many(
         ["User's apartment is on the fifth floor with no elevator."],
         "Carrying a mattress up five storeys with no lift to your flat is tough.",
     )
-    assert not f.contradiction and f.score == pytest.approx(0.2428, abs=1e-4)
-    assert "flat, elevat" in f.reason  # "lift" is a WordNet synonym of "elevator"
+    assert not f.contradiction and f.score == pytest.approx(0.5543, abs=1e-4)
+    assert "flat, 5, elevat" in f.reason  # "lift" is a WordNet synonym of "elevator"
+
+
+def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monkeypatch):
+    from feedback import detection, tasks
+    from rms import gunicorn_conf
+
+    related_table.cache_clear()
+    detection._frequencies.cache_clear()
+    detection.warm()
+    assert related_table.cache_info().currsize == 1
+    assert detection._frequencies.cache_info().currsize == 1
+
+    calls = []
+    monkeypatch.setattr(detection, "warm", lambda: calls.append("warm"))
+    tasks._warm_detection()  # celery's worker_init
+
+    class Worker:
+        class log:
+            @staticmethod
+            def exception(message):
+                calls.append(message)
+
+    gunicorn_conf.post_worker_init(Worker())
+    assert calls == ["warm", "warm"]
+
+    def broken():
+        raise OSError("no table")
+
+    monkeypatch.setattr(detection, "warm", broken)
+    tasks._warm_detection()  # logged, never raised: a worker still starts
+    gunicorn_conf.post_worker_init(Worker())
+    assert calls[-1] == "could not load the response analyser's tables"
