@@ -503,8 +503,10 @@ _SMALL_NUMBERS = {
     "eleven": 11,
     "twelve": 12,
 }
+# The number starts where no digit, letter or point is before it (a look-behind, not a test
+# after the match: without it, a long run of digits costs time quadratic in its length).
 _UNIT_SWAP_RE = re.compile(
-    r"(\d+(?:\.\d+)?)[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w])"
+    r"(?<![\w.])(\d+(?:\.\d+)?)[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w])"
 )
 # A spelled number before a unit or a scale, in one pass: "six months" also reads "0.5 years"
 # (no: only whole or half units), "four hundred" is 400, "five thousand" 5000.
@@ -549,9 +551,11 @@ _SPOKEN_RE = re.compile(
 )
 # "3 hours 30 minutes" also reads "210 minutes" and "3.5 hours" (before the one-unit swaps,
 # which write their own alternatives after "3 hours").
-_COMPOUND_DURATION_RE = re.compile(r"(\d+) hours?,? (?:and )?(\d{1,2}) minutes?\b")
+_COMPOUND_DURATION_RE = re.compile(r"(?<![\w.])(\d+) hours?,? (?:and )?(\d{1,2}) minutes?\b")
 # Storage sizes in the other decimal unit: "2 TB" also reads "2000 gb", "500 GB" "0.5 tb".
-_DATA_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?) ?((?i:tb|gb|terabytes?|gigabytes?))\b(?![-\w])")
+_DATA_SIZE_RE = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?) ?((?i:tb|gb|terabytes?|gigabytes?))\b(?![-\w])"
+)
 
 
 def _inside_word(match: re.Match, also: str = "") -> bool:

@@ -4,6 +4,7 @@ targets (precision of REFERENCED >= 0.75 with recall >= 0.5), purity (no Django 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,3 +282,22 @@ def test_module_imports_without_django():
         "assert not bad, bad\n"
     )
     run_without_django(code)
+
+
+# -- hostile input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "unit", ["9", "9.", "9 hours ", "9 TB 9 GB ", "$9", "9%", "'9", "9:", "half a "]
+)
+def test_a_long_run_of_one_pattern_is_analysed_in_linear_time(unit):
+    """A response is up to 200,000 characters (API.md). Each normalisation pattern anchors its
+    number with a look-behind, so a run of digits is scanned once: a pattern that tried every
+    position inside the run took 15 s for 20,000 digits (quadratic) and minutes for 60,000; the
+    whole analysis of 60,000 characters of any run here takes well under a second."""
+    text = unit * (60_000 // len(unit))
+    memory = "User's disk is 5 TB and the nightly run takes 1 hour 20 minutes."
+    started = time.perf_counter()
+    (det,) = analyse(text, [DetectionInput("m", memory)])
+    assert time.perf_counter() - started < 10  # linear: ~0.4 s here; quadratic: minutes
+    assert det.signal_type in (REFERENCED, UNUSED)
