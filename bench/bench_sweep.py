@@ -398,12 +398,7 @@ def measure(args) -> bool:
 
 def in_process_on_copy(args, n: int) -> bool:
     """:func:`in_process` on a fresh copy of the built database, dropped afterwards."""
-    copy = f"{DB}_copy"
-    switch_database("postgres")
-    with common._admin_connection() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{DB}"')
-    switch_database(copy)
+    copy = fresh_copy(DB)
     try:
         return in_process(args, n)
     finally:
@@ -572,6 +567,17 @@ def switch_database(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
+def fresh_copy(template: str) -> str:
+    """Recreate ``{DB}_copy`` from ``template`` and point this process at it; its name."""
+    copy = f"{DB}_copy"
+    switch_database("postgres")
+    with common._admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
+    switch_database(copy)
+    return copy
+
+
 def one_round(args, count: int, template: str, n: int) -> dict:
     from django.db import connection
 
@@ -581,12 +587,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
     from rms.celery import app
     from rms.models import Operation
 
-    copy = f"{DB}_copy"
-    switch_database("postgres")
-    with common._admin_connection() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
-    switch_database(copy)
+    copy = fresh_copy(template)
     workers = Workers(count, copy, args.redis)
     monitor = common._admin_connection()
     try:
