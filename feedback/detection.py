@@ -677,7 +677,7 @@ class LexicalScorer:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _match(self, term: _Token, resp: _Response, own: frozenset[str] = frozenset()) -> _Match:
+    def _match(self, term: _Token, resp: _Response, own: frozenset[str]) -> _Match:
         """How ``term`` occurs in the response; ``own``: the memory's other terms' keys."""
         where = resp.occurrences.get(term.key)
         if where:
@@ -728,7 +728,7 @@ class LexicalScorer:
                 covered.update(term.covers)
         return covered
 
-    def _related(self, key: str, resp: _Response, own: frozenset[str] = frozenset()) -> _Match:
+    def _related(self, key: str, resp: _Response, own: frozenset[str]) -> _Match:
         """A word found only as a related word: a lexicon "~" line or a WordNet synonym
         (related_credit), a WordNet hypernym or hyponym (hypernym_credit, hyponym_credit).
         A word that is itself one of the memory's terms (``own``) is that term's evidence, not

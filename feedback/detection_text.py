@@ -550,7 +550,8 @@ _SPOKEN_RE = re.compile(
     r"|[Aa] (?:year and a half|fortnight))\b"
 )
 # "3 hours 30 minutes" also reads "210 minutes" and "3.5 hours" (before the one-unit swaps,
-# which write their own alternatives after "3 hours").
+# which write their own alternatives after "3 hours"). This pattern and the next start where no
+# letter, digit or point is before the number (the look-behind _inside_word tests elsewhere).
 _COMPOUND_DURATION_RE = re.compile(r"(?<![\w.])(\d+) hours?,? (?:and )?(\d{1,2}) minutes?\b")
 # Storage sizes in the other decimal unit: "2 TB" also reads "2000 gb", "500 GB" "0.5 tb".
 _DATA_SIZE_RE = re.compile(
@@ -664,8 +665,6 @@ def _spelled(match: re.Match) -> str:
 
 
 def _compound_duration(match: re.Match) -> str:
-    if _inside_word(match, "."):
-        return match.group(0)
     hours, minutes = int(match.group(1)), int(match.group(2))
     if not 0 < minutes < 60:
         return match.group(0)
@@ -677,8 +676,6 @@ def _compound_duration(match: re.Match) -> str:
 
 
 def _data_size(match: re.Match) -> str:
-    if _inside_word(match, "."):
-        return match.group(0)
     value, unit = float(match.group(1)), match.group(2).lower()
     if unit.startswith("t"):
         return match.group(0) + _marked(f"{_plain(value * 1000)} gb", False, 2)
