@@ -51,8 +51,8 @@ from feedback.detection_model import FEATURES, apply_veto, feature_vector, vetoe
 MODEL = ROOT / "feedback" / "detection_model.py"
 #: Round 5 (issue #18) fits on the two earlier held-out sets too: each had been evaluated (the
 #: first in four rounds, the second twice), so neither could still give a held-out figure; the
-#: round's held-out set is detection_heldout3.jsonl, never read here. Held-out set 4
-#: (detection_heldout4.jsonl, written 2026-12-02) is for round 6's one evaluation: never read here.
+#: round's held-out set is detection_heldout3.jsonl, never read here. A next held-out set
+#: (detection_heldout4.jsonl, once written) is for its round's one evaluation: never read here.
 SETS = (
     "detection_reference.jsonl",
     "detection_tuning2.jsonl",
