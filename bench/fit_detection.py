@@ -51,8 +51,7 @@ from feedback.detection_model import FEATURES, apply_veto, feature_vector, vetoe
 MODEL = ROOT / "feedback" / "detection_model.py"
 #: Round 5 (issue #18) fits on the two earlier held-out sets too: each had been evaluated (the
 #: first in four rounds, the second twice), so neither could still give a held-out figure; the
-#: round's held-out set is detection_heldout3.jsonl, never read here. A next held-out set
-#: (detection_heldout4.jsonl, once written) is for its round's one evaluation: never read here.
+#: round's held-out set is detection_heldout3.jsonl, never read here.
 SETS = (
     "detection_reference.jsonl",
     "detection_tuning2.jsonl",
@@ -269,8 +268,8 @@ def main() -> None:
     ap.add_argument("--embedding", type=Path)
     ap.add_argument("--extra", type=Path, action="append", default=[], help="another tuning set")
     args = ap.parse_args()
-    if any(name in p.name for p in args.extra for name in ("heldout3", "heldout4")):
-        ap.error("a held-out set is for its one held-out evaluation, not for fitting")
+    if any("heldout3" in p.name for p in args.extra):
+        ap.error("the held-out set is for the one held-out evaluation, not for fitting")
     if args.write and args.embedding:
         ap.error("--write fits the default model, which has no embedding feature")
 
