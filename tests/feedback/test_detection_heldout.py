@@ -3,7 +3,7 @@
 feedback/data/detection_heldout*.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by
 labellers who never saw the detector's code. They are never edited: the sha256 pins below fail
 on any change, including a relabelling. The first two are tuning data since round 5; the third
-is the held-out set.
+is tuning data since round 6; the fourth is the held-out set.
 """
 
 from __future__ import annotations
@@ -150,3 +150,24 @@ def test_third_heldout_figures_are_the_published_headline():
     assert round(fitted.precision, 3) == 0.797 and (round(lo, 3), round(hi, 3)) == (0.722, 0.856)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (87, 51, 81, 121)
+
+
+# --- the fourth held-out set (issue #18, round 6) -----------------------------------------------
+
+HELDOUT4 = ROOT / "feedback" / "data" / "detection_heldout4.jsonl"
+HELDOUT4_SHA256 = "7ad34fd84f4910547e7024c62ee5fdd9678b057ad7010bf77c254f8dc772598c"
+
+
+def test_fourth_heldout_set_is_frozen_and_valid():
+    """Written blind from the labelling guide (sections 1-6) by four helpers that saw neither the
+    code nor any other set, 85 pairs each to kind quotas; evaluation only."""
+    assert hashlib.sha256(HELDOUT4.read_bytes()).hexdigest() == HELDOUT4_SHA256
+    rows = load_rows(HELDOUT4)
+    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
+    assert {r["id"][:4] for r in rows} == {"h4a-", "h4b-", "h4c-", "h4d-"}
+    for row in rows:
+        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+    per_kind = Counter(r["kind"] for r in rows)
+    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
+    assert Counter(r["label"] for r in rows) == {"REFERENCED": 168, "UNUSED": 172}
