@@ -74,6 +74,7 @@ from feedback.detection_words import (
     UNIT_CANON,
     UNIT_STEMS,
     stem_of,
+    swap_members,
     word_set,
 )
 
@@ -408,6 +409,7 @@ class _Memory:
     facts: tuple[_Memory, ...] = ()  # its clauses, when it states several facts
     subject: str | None = None  # "user", a possessor's key ("alice"), or None
     cues: frozenset[str] = frozenset()  # its own "no longer true" cues (retraction_cues)
+    members: tuple[tuple[str, frozenset[str]], ...] = ()  # closed-class words (swap_members)
 
 
 # A match: credit in [0, 1] (1.0 = exact) and where it occurred: {sentence: bits}.
@@ -557,7 +559,8 @@ _USER_RE = re.compile(r"\b(?:[Uu]ser|I|my|me)\b")
 def _prepare_memory(content: str, concepts: bool = True) -> _Memory:
     """A memory's terms, pairs, clauses and subject; cached, as one memory is injected into many
     responses (a _Memory is immutable)."""
-    parsed = _tokenise(normalise(content, concepts))
+    normalised = normalise(content, concepts)
+    parsed = _tokenise(normalised)
     groups: dict[int, list[_Token]] = {}
     for tok, clause in zip(parsed.tokens, parsed.clauses, strict=True):
         groups.setdefault(clause, []).append(tok)
@@ -569,7 +572,14 @@ def _prepare_memory(content: str, concepts: bool = True) -> _Memory:
         subject = "user" if m.group(1).lower() in _USER_WORDS else stem_of(m.group(1).lower())
     elif _USER_RE.search(content):
         subject = "user"
-    return _Memory(mem.terms, mem.pairs, mem.facts, subject, retraction_cues(content))
+    return _Memory(
+        mem.terms,
+        mem.pairs,
+        mem.facts,
+        subject,
+        retraction_cues(content),
+        tuple(swap_members(normalised.lower()).items()),
+    )
 
 
 class LexicalFeatures(NamedTuple):
@@ -607,6 +617,7 @@ class LexicalFeatures(NamedTuple):
     top_weight: float = 0.0  # weight of the heaviest distinctive term matched in the window
     name_missing: bool = False  # a name or identifier of the memory is not in the window
     name_swap: bool = False  # ... and the window names someone or something else
+    class_swap: bool = False  # another member of a closed class in the window, none of the memory's
 
 
 _YOU_RE = re.compile(r"\b(?:you|your|yours|we|our|ours|us)\b")
@@ -856,6 +867,7 @@ class LexicalScorer:
         if notes:
             reason += "; " + "; ".join(notes)
         retraction = other_number = unaddressed = cue_dropped = impersonal = name_swap = False
+        class_swap = False
         first_missing = True
         if extras and window is not None:
             starts = resp.sentence_starts
@@ -880,6 +892,11 @@ class LexicalScorer:
                 names_in = set().union(*(resp.names_at.get(s, ()) for s in range(window, end)))
                 name_swap = bool(names_in - keys)
             first_missing = first is not None and not self._local(matches[first.key], window)[0]
+            if mem.members:
+                found = swap_members(passage)
+                class_swap = any(
+                    name in found and not words & found[name] for name, words in mem.members
+                )
         return LexicalFeatures(
             score=score,
             reason=reason,
@@ -908,6 +925,7 @@ class LexicalScorer:
             top_weight=top_w,
             name_missing=name_missing,
             name_swap=name_swap,
+            class_swap=class_swap,
         )
 
     def _conflict(

@@ -183,6 +183,38 @@ def _quantity(m: re.Match) -> str:
     return g[14]
 
 
+# "eighteen hundred and fifty", "a hundred and twenty", "one hundred forty-two" (after the tens
+# and teens above are digits): the whole number. A bare "two hundred" is left to _SPELLED_RE.
+# The pattern opens with "hundred" (a literal is found fast); the word before it is checked after.
+_HUNDREDS_RE = re.compile(
+    r"hundred(?:(?: and)? (\d{1,2}|" + "|".join([*_ONES, *_TENS]) + r"))?\b(?![-\w])",
+    re.IGNORECASE,
+)
+_HUNDREDS_LEAD_RE = re.compile(r"(?<![\w-])(a|" + "|".join(_ONES) + r"|\d{1,2}) $", re.IGNORECASE)
+
+
+def _hundreds(text: str) -> str:
+    out: list[str] = []
+    last = 0
+    for m in _HUNDREDS_RE.finditer(text):
+        lead = _HUNDREDS_LEAD_RE.search(text, max(last, m.start() - 6), m.start())
+        rest = m.group(1)
+        if lead is None or (rest is None and not lead.group(1).isdigit()):
+            continue
+        word = lead.group(1).lower()
+        value = 100 * (1 if word == "a" else _ONES.get(word) or int(word))
+        if rest is not None:
+            rest = rest.lower()
+            value += _ONES.get(rest) or _TENS.get(rest) or int(rest)
+        out.append(text[last : lead.start()])
+        out.append(str(value))
+        last = m.end()
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
 def _normalise_numbers(text: str) -> str:
     """Rewrite equivalent forms of a quantity into one: "€1,200" -> "1200 euros", "2.5k" ->
     "2500", "5 pm" -> "17:00", "three quarters of an hour" -> "45 minutes", "v3.11" -> "3.11",
@@ -193,6 +225,8 @@ def _normalise_numbers(text: str) -> str:
         text = _DURATION_RE.sub(lambda m: _DURATIONS[m.lastindex - 1][1], text)
     if _NUMBER_WORD_HINT_RE.search(low):
         text = _NUMBER_WORD_RE.sub(_number_word, text)
+    if "hundred" in low:
+        text = _hundreds(text)
     if not HAS_DIGIT_RE.search(text):
         return text
     if "€" in text or "$" in text or "£" in text or "¥" in text:
@@ -506,7 +540,7 @@ _SMALL_NUMBERS = {
 # The number starts where no digit, letter or point is before it (a look-behind, not a test
 # after the match: without it, a long run of digits costs time quadratic in its length).
 _UNIT_SWAP_RE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?)[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w])"
+    r"(?<![\w.])(\d+(?:\.\d+)?)[ -]((?i:second|minute|hour|day|week|month|year))(?i:s)?\b(?![-\w])"
 )
 # A spelled number before a unit or a scale, in one pass: "six months" also reads "0.5 years"
 # (no: only whole or half units), "four hundred" is 400, "five thousand" 5000.
@@ -515,9 +549,9 @@ _SPELLED_RE = re.compile(
     r"("
     + _trie_pattern(sorted({*_SPELLED_WORDS, *(w.capitalize() for w in _SPELLED_WORDS)}))
     + r")(?: ((?i:hundred|thousand))\b(?![- ]and)"
-    r"|[ -]((?i:minute|hour|day|week|month|year))(?i:s)?\b(?![-\w]))"
+    r"|[ -]((?i:second|minute|hour|day|week|month|year))(?i:s)?\b(?![-\w]))"
 )
-_UNIT_HINT_RE = re.compile(r"(?:minute|hour|day|week|month|year)", re.IGNORECASE)
+_UNIT_HINT_RE = re.compile(r"(?:second|minute|hour|day|week|month|year)", re.IGNORECASE)
 # Other spellings of a date, a time of day or a duration, written after them as alternatives.
 _MONTH_NUMBER = {m: i for i, m in enumerate(MONTHS_IN_ORDER, start=1)}
 _MONTH_NAMES = tuple(m.capitalize() for m in MONTHS_IN_ORDER)
@@ -557,6 +591,24 @@ _COMPOUND_DURATION_RE = re.compile(r"(?<![\w.])(\d+) hours?,? (?:and )?(\d{1,2})
 _DATA_SIZE_RE = re.compile(
     r"(?<![\w.])(\d+(?:\.\d+)?) ?((?i:tb|gb|terabytes?|gigabytes?))\b(?![-\w])"
 )
+# A metric quantity in the unit a thousand times larger or smaller: "3200 grams" also reads
+# "3.2 kg", "1.5 km" "1500 meters", "250 ml" "0.25 liters" (a bare "m" or "l" is left alone).
+_METRIC_RE = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?) ?((?i:kg|kilos?|kilograms?|g|grams?|km|kilomet(?:re|er)s?"
+    r"|met(?:re|er)s?|lit(?:re|er)s?|ml|millilit(?:re|er)s?))\b(?![-\w])"
+)
+_METRIC_UNITS = {  # first letters of the unit -> (its word, the other unit's word, factor)
+    "kg": ("kg", "grams", 1000),
+    "ki": ("kg", "grams", 1000),
+    "g": ("grams", "kg", 0.001),
+    "gr": ("grams", "kg", 0.001),
+    "km": ("km", "meters", 1000),
+    "kilom": ("km", "meters", 1000),
+    "me": ("meters", "km", 0.001),
+    "li": ("liters", "ml", 1000),
+    "ml": ("ml", "liters", 0.001),
+    "mi": ("ml", "liters", 0.001),
+}
 
 
 def _inside_word(match: re.Match, also: str = "") -> bool:
@@ -609,7 +661,8 @@ def _spoken(match: re.Match) -> str:
 
 
 _UNIT_SWAPS = {  # unit -> ((other unit, factor to it), ...)
-    "minute": (("hours", 1 / 60),),
+    "second": (("minutes", 1 / 60),),
+    "minute": (("hours", 1 / 60), ("seconds", 60)),
     "hour": (("minutes", 60), ("days", 1 / 24)),
     "day": (("weeks", 1 / 7), ("hours", 24)),
     "week": (("days", 7),),
@@ -684,6 +737,18 @@ def _data_size(match: re.Match) -> str:
     return match.group(0)
 
 
+_METRIC_ORDER = ("kilom", "kg", "ki", "km", "gr", "g", "me", "li", "ml", "mi")
+
+
+def _metric(match: re.Match) -> str:
+    value, unit = float(match.group(1)), match.group(2).lower()
+    key = next(k for k in _METRIC_ORDER if unit.startswith(k))
+    other = value * _METRIC_UNITS[key][2]
+    if other < 0.01 or abs(other * 100 - round(other * 100)) > 1e-6:
+        return match.group(0)
+    return match.group(0) + _marked(f"{_plain(other)} {_METRIC_UNITS[key][1]}", False, 2)
+
+
 def _unit_swap(match: re.Match) -> str:
     if _inside_word(match, "."):
         return match.group(0)
@@ -713,6 +778,8 @@ def _concepts(text: str) -> str:
         text = _UNIT_SWAP_RE.sub(_unit_swap, text)
     if digits and ("tb" in low or "gb" in low or "byte" in low):
         text = _DATA_SIZE_RE.sub(_data_size, text)
+    if digits and ("g" in low or "m" in low or "k" in low or "li" in low):
+        text = _METRIC_RE.sub(_metric, text)
     if "half a " in low or "half-" in low or "fortnight" in low or "and a half" in low:
         text = _SPOKEN_RE.sub(_spoken, text)
     if digits and any(month in low for month in MONTHS_IN_ORDER):

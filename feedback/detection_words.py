@@ -160,6 +160,102 @@ MONTHS_IN_ORDER = (
 )
 MONTHS = frozenset(MONTHS_IN_ORDER)
 
+# Closed classes of alternatives: two members of one class name different values of the same
+# slot ("Saturdays" / "Sundays", "staging" / "production", "violin" / "viola"), so a response that
+# drops the memory's member and names another of its class is about something else. General
+# English lists; "may" and "march" are left out of the months (verbs too). Plurals are folded and
+# a few familiar forms read as their member (SWAP_ALIASES: "mum" is "mother", "prod" "production").
+SWAP_CLASSES: dict[str, frozenset[str]] = {
+    name: word_set(words)
+    for name, words in {
+        "weekday": "monday tuesday wednesday thursday friday saturday sunday",
+        "month": "january february april june july august september october november december",
+        "season": "spring summer autumn winter",
+        "meal": "breakfast brunch lunch dinner supper",
+        "environment": "staging production prod dev development sandbox qa",
+        "relative": """son daughter brother sister mother father wife husband aunt uncle niece
+            nephew grandmother grandfather granddaughter grandson cousin stepson stepdaughter""",
+        "colour": "red blue green yellow black white orange purple pink gray brown",
+        "direction": "north south east west northern southern eastern western",
+        "instrument": """piano violin viola cello guitar flute clarinet trumpet trombone drum
+            saxophone harp oboe ukulele""",
+        "appliance": """oven fridge freezer dishwasher microwave kettle toaster dryer hob fryer
+            cooker blender""",
+        "allergen": """peanut almond walnut cashew hazelnut pecan pistachio sesame gluten dairy
+            lactose shellfish soy egg wheat""",
+        "pet": "dog cat rabbit hamster parrot horse budgie tortoise ferret",
+        "tier": "premium enterprise gold silver bronze platinum",
+        "browser": "chrome firefox safari",
+        "os": "windows macos linux ubuntu android ios",
+    }.items()
+}
+SWAP_ALIASES = {
+    "mum": "mother",
+    "mom": "mother",
+    "mummy": "mother",
+    "dad": "father",
+    "daddy": "father",
+    "grandma": "grandmother",
+    "granny": "grandmother",
+    "nan": "grandmother",
+    "grandpa": "grandfather",
+    "grandad": "grandfather",
+    "prod": "production",
+    "dev": "development",
+    "grey": "gray",
+    "jan": "january",
+    "feb": "february",
+    "apr": "april",
+    "jun": "june",
+    "jul": "july",
+    "aug": "august",
+    "sep": "september",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+}
+SWAP_MEMBER: dict[str, str] = {w: name for name, ws in SWAP_CLASSES.items() for w in ws}
+SWAP_MEMBER.update({alias: SWAP_MEMBER[word] for alias, word in SWAP_ALIASES.items()})
+
+
+_PRE_PRODUCTION_RE = re.compile(r"\bpre-?prod(?:uction)?\b")
+# A rate's unit ("per minute", "a day", "every week", "/hour", "monthly"): the class "rate".
+_RATE_RE = re.compile(
+    r"(?:\b(?:per|an?|each|every)\s+|/)(minute|hour|day|week|fortnight|month|quarter|year)s?\b"
+    r"|(?:\bper\s+|/)(second)s?\b"
+)
+_RATE_WORDS = {
+    "hourly": "hour",
+    "daily": "day",
+    "weekly": "week",
+    "fortnightly": "fortnight",
+    "monthly": "month",
+    "quarterly": "quarter",
+    "annually": "year",
+    "annual": "year",
+    "yearly": "year",
+}
+
+
+def swap_members(text: str) -> dict[str, frozenset[str]]:
+    """The closed-class words of a (lower-cased) text, by class; a plural counts as its
+    singular ("saturdays" -> "saturday"); the units of rates are the class "rate"."""
+    out: dict[str, set[str]] = {}
+    text = _PRE_PRODUCTION_RE.sub("staging", text)
+    for word in re.findall(r"[a-z]+", text):
+        if word not in SWAP_MEMBER and word.endswith("s") and word[:-1] in SWAP_MEMBER:
+            word = word[:-1]
+        name = SWAP_MEMBER.get(word)
+        if name is not None:
+            out.setdefault(name, set()).add(SWAP_ALIASES.get(word, word))
+    rates = {f"per {a or b}" for a, b in _RATE_RE.findall(text)}
+    rates.update(f"per {_RATE_WORDS[w]}" for w in re.findall(r"[a-z]+", text) if w in _RATE_WORDS)
+    if rates:
+        out["rate"] = rates
+    return {name: frozenset(ws) for name, ws in out.items()}
+
+
 # Negation cues. "n't" contractions are turned into the cue "not" by the tokenizer.
 NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
 NEGATION_VERBS = frozenset({"stopped", "quit", "quitting"})  # "stopped taking X" negates X

@@ -74,7 +74,7 @@ def test_first_set_figures_are_pinned(heldout_rows):
     ev = evaluate(heldout_rows, score_rows(heldout_rows), DEFAULT_SCORER.threshold)
     assert (ev.tp, ev.fp, ev.fn, ev.tn) == (127, 43, 50, 145)
     ev = evaluate(heldout_rows, score_rows(heldout_rows, FittedScorer()), THRESHOLD)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (131, 25, 46, 163)
+    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (130, 22, 47, 166)
 
 
 # --- the second held-out set (issue #18, round 4) ----------------------------------------------
@@ -109,12 +109,12 @@ def test_second_set_figures_are_pinned():
 
     rows = load_rows(HELDOUT2)
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (98, 12, 60, 150)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (99, 11, 59, 151)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 36, 63, 126)
 
 
-# --- the third held-out set (issue #18, round 5): the headline ----------------------------------
+# --- the third held-out set (issue #18, round 5; tuning data since round 6) --------------------
 
 HELDOUT3 = ROOT / "feedback" / "data" / "detection_heldout3.jsonl"
 HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a997"
@@ -122,7 +122,7 @@ HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a
 
 def test_third_heldout_set_is_frozen_and_valid():
     """Written blind from the labelling guide by two helpers that saw neither the code nor any
-    other set, to kind quotas (every kind but "unrelated"); evaluation only."""
+    other set, to kind quotas (every kind but "unrelated")."""
     assert hashlib.sha256(HELDOUT3.read_bytes()).hexdigest() == HELDOUT3_SHA256
     rows = load_rows(HELDOUT3)
     assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
@@ -134,22 +134,18 @@ def test_third_heldout_set_is_frozen_and_valid():
     assert Counter(r["label"] for r in rows) == {"REFERENCED": 168, "UNUSED": 172}
 
 
-def test_third_heldout_figures_are_the_published_headline():
-    """The round-5 evaluation, run once under the rule written before it (docs/DETECTION.md):
-    fitted (the default) at 0.68, precision 0.797 (Wilson 0.722-0.856), recall 0.655; lexical at
-    0.40, 0.630 / 0.518. The targets (0.85 with recall 0.70) are not met."""
+def test_third_set_figures_are_pinned():
+    """Round 5's headline set (scored once then: fitted 0.797 / 0.655, docs/DETECTION.md), tuning
+    data since round 6: in-sample pins, not held-out figures."""
     from feedback.detection import DEFAULT_SCORER
     from feedback.detection_eval import evaluate, score_rows
     from feedback.detection_model import THRESHOLD, FittedScorer
 
-    assert THRESHOLD == 0.68
     rows = load_rows(HELDOUT3)
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (110, 28, 58, 144)
-    lo, hi = fitted.precision_interval
-    assert round(fitted.precision, 3) == 0.797 and (round(lo, 3), round(hi, 3)) == (0.722, 0.856)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (111, 20, 57, 152)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
-    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (87, 51, 81, 121)
+    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (90, 51, 78, 121)
 
 
 # --- the fourth held-out set (issue #18, round 6) -----------------------------------------------

@@ -71,22 +71,22 @@ def test_paraphrases_the_fitted_scorer_now_refers():
         (
             "The CI timeout is 2 hours.",
             "The job is killed after 120 minutes, your CI limit.",
-            0.7323,
+            0.7039,
         ),
         (
             "User's passport expires on 2 August 2027.",
             "With your passport valid until 2027-08-02, the six-month rule is satisfied.",
-            0.8533,
+            0.8808,
         ),
         (
             "User's bedtime for the kids is 19:30.",
             "Lights out at half past seven, as usual for your kids' bedtime.",
-            0.8834,
+            0.8903,
         ),
         (
             "User works from home on Fridays.",
             "Since you're remote on Fridays, the courier will leave the parcel with you.",
-            0.8042,
+            0.8154,
         ),
     ):
         det = fitted(memory, response)
@@ -127,7 +127,7 @@ def test_hard_negatives_stay_unused():
     (f,) = LEXICAL.features_many([memory], response)
     assert f.name_missing and f.name_swap
     det = fitted(memory, response)
-    assert det.signal_type == UNUSED and det.score == pytest.approx(0.5900, abs=1e-4)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.6245, abs=1e-4)
     assert det.score < THRESHOLD
 
 
@@ -218,3 +218,79 @@ def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monk
     tasks._warm_detection()  # logged, never raised: a worker still starts
     gunicorn_conf.post_worker_init(Worker())
     assert calls[-1] == "could not load the response analyser's tables"
+
+
+# --- issue #18, round 6: closed-class swaps, spelled hundreds, metric and second units ----------
+
+
+@pytest.mark.parametrize(
+    ("memory", "response", "swap"),
+    [
+        # another member of the memory's class, none of its own: a different slot value
+        ("User's son takes violin lessons.", "Your son's viola lessons are on Saturdays.", True),
+        ("The staging DB has 8 GB.", "The production DB has 8 GB of RAM.", True),
+        (
+            "The rate limit is 600 requests per minute.",
+            "At 600 requests per hour it throttles.",
+            True,
+        ),
+        ("User's mother lives in Porto.", "Your brother in Porto could help.", True),
+        # a familiar form of the same member, or the memory's own member among others: no swap
+        ("User's mother lives in Porto.", "Your mum in Porto could help.", False),
+        ("The staging VM has 8 GB.", "The pre-prod VM has 8 GB of memory.", False),
+        ("User swims on Mondays and Fridays.", "Swim on Monday; Tuesday is rest.", False),
+        ("The plan is billed monthly.", "At 20 euros a month, the plan is cheap.", False),
+    ],
+)
+def test_a_closed_class_swap_is_flagged(memory, response, swap):
+    (f,) = LEXICAL.features_many([memory], response)
+    assert f.class_swap is swap
+
+
+def test_a_class_swap_lowers_the_fitted_score():
+    memory = "User's son takes violin lessons on Saturdays."
+    same = fitted(memory, "Your son's violin lessons are on Saturdays, so pack the rosin.")
+    other = fitted(memory, "Your son's viola lessons are on Saturdays, so pack the rosin.")
+    assert same.signal_type == REFERENCED and other.signal_type == UNUSED
+    assert same.score == pytest.approx(0.8327, abs=1e-4)
+    assert other.score == pytest.approx(0.3414, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("eighteen hundred and fifty dollars", "1850 dollars"),
+        ("one hundred forty-two beats", "142 beats"),
+        ("a hundred and twenty people", "120 people"),
+        ("19 hundred", "1900"),
+    ],
+)
+def test_spelled_hundreds_are_one_number(text, expected):
+    assert normalise(text, False) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "alternative"),
+    [
+        ("3200 grams", "3.2 kg"),
+        ("weighed 3.2 kg", "3200 grams"),
+        ("1500 metres", "1.5 km"),
+        ("250 ml", "0.25 liters"),
+        ("5 kilos", "5000 grams"),
+        ("300 seconds", "5 minutes"),
+        ("five minutes", "300 seconds"),
+    ],
+)
+def test_metric_and_second_quantities_read_in_the_other_unit(text, alternative):
+    written = normalise(text, True)
+    plain = "".join(c if ord(c) < 0xE000 or ord(c) > 0xF8FF else "" for c in written)
+    assert alternative in " ".join(plain.split())
+
+
+def test_a_quantity_written_in_the_other_unit_is_referenced():
+    memory = "User's baby weighed 3.2 kg at birth."
+    response = "Your baby's birth weight of 3200 grams is in the typical range."
+    det = fitted(memory, response)
+    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.8276, abs=1e-4)
+    # without the conversion, "3200 grams" shares nothing distinctive with "3.2 kg"
+    assert PLAIN.score(memory, response)[0] < 0.1

@@ -87,15 +87,15 @@ def test_a_use_is_referenced():
         "Because you're allergic to penicillin, ask for a macrolide instead.",
     )
     assert det.signal_type == REFERENCED
-    assert det.score == pytest.approx(0.7070, abs=1e-4)
-    assert det.reason.startswith("fitted 0.71 >= 0.68 (lexical 0.94 >= 0.40")
+    assert det.score == pytest.approx(0.6835, abs=1e-4)
+    assert det.reason.startswith("fitted 0.68 >= 0.68 (lexical 0.94 >= 0.40")
 
 
 def test_a_negative_memory_used_negatively_is_referenced():
     det = verdict(
         "User doesn't eat pork.", "Since you don't eat pork, I swapped the bacon for mushrooms."
     )
-    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9381, abs=1e-4)
+    assert det.signal_type == REFERENCED and det.score == pytest.approx(0.9118, abs=1e-4)
 
 
 def test_a_contradiction_is_unused_and_says_so():
@@ -113,7 +113,7 @@ def test_a_topic_overlap_the_lexical_scorer_takes_for_a_use_is_unused():
     response = "Long-haul flights on the A350 have a quieter cabin than older jets."
     assert LexicalScorer().score(memory, response)[0] >= 0.4  # the lexical false positive
     det = verdict(memory, response)
-    assert det.signal_type == UNUSED and det.score == pytest.approx(0.1838, abs=1e-4)
+    assert det.signal_type == UNUSED and det.score == pytest.approx(0.1698, abs=1e-4)
 
 
 def test_nothing_in_common_scores_zero():
@@ -139,7 +139,7 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
     finally:
         sys.path.remove(str(ROOT))
     rows = [r for name in fit_script.SETS for r in load_rows(DATA / name)]
-    assert len(rows) == 1925
+    assert len(rows) == 2265
     ys = [int(r["label"] == REFERENCED) for r in rows]
     xs, vetoes = fit_script.featurise(rows, None)
     intercept, coef = fit_script.fit(xs, ys, 1.0, vetoes)
@@ -150,8 +150,8 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
     default = LexicalScorer()
     lexical = [default.score(r["memory"], r["response"])[0] >= 0.4 for r in rows]
     assert fit_script.matched_recall_threshold(ys, probs, lexical) == MATCHED_RECALL_THRESHOLD
-    assert fit_script.confusion(ys, probs, THRESHOLD) == (570, 98, 364, 893)
-    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (555, 91, 379, 900)
+    assert fit_script.confusion(ys, probs, THRESHOLD) == (670, 118, 432, 1045)
+    assert fit_script.confusion(ys, probs, MATCHED_RECALL_THRESHOLD) == (650, 103, 452, 1060)
 
 
 def test_model_module_imports_without_django():
