@@ -7,9 +7,9 @@ and recall with 95 % Wilson intervals, the confusion matrix and per-kind accurac
 label. Then the lexical scorer on the second tuning set, the time to analyse a ~2,000-word
 response against 20 objects, the fitted scorer (feedback/detection_model.py, the service's
 default) on the first blind set at its two thresholds, timed, and both scorers on the second
-blind set and on the third held-out set. The first two blind sets were held out until issue
-#18 round 5 and are tuning data since; the third is the headline (bench/detection_figures.py
-writes the evidence page's figures from it).
+blind set and on the third and fourth blind sets. The first two blind sets were held out until
+issue #18 round 5, the third until round 6, and are tuning data since; the fourth is the
+headline (bench/detection_figures.py writes the evidence page's figures from it).
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
         [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)
@@ -48,6 +48,7 @@ from feedback.detection import (  # noqa: E402
 from feedback.detection_eval import (  # noqa: E402
     DATA,
     HELDOUT3_SET,
+    HELDOUT4_SET,
     HELDOUT_SET,
     evaluate,
     wilson,
@@ -436,7 +437,10 @@ def main() -> None:
         args.threshold,
     )
     heldout["heldout3"] = report_blind(
-        HELDOUT3_SET, "HELD-OUT set 3 (headline since round 5)", args.threshold
+        HELDOUT3_SET, "BLIND set 3 (round 5's headline, tuning data since round 6)", args.threshold
+    )
+    heldout["heldout4"] = report_blind(
+        HELDOUT4_SET, "HELD-OUT set 4 (headline since round 6)", args.threshold
     )
     embedded = report_embedding(args.embedding, rows, args.runs)
     if args.json:

@@ -5,9 +5,10 @@ from the tuning sets, reproducibly, and report cross-validated figures.
         [--target 0.85] [--write] [--embedding DIR] [--extra FILE ...]
 
 Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl + detection_tuning3.jsonl
-(its two halves, ids t3a-/t3b-, are two sets in the per-set views), and any further tuning set
-given with --extra (JSON lines with memory, response, label). The held-out sets are never read
-here, and --extra refuses them. Folds are
+(its two halves, ids t3a-/t3b-, are two sets in the per-set views) + the three earlier held-out
+sets (tuning data since rounds 5 and 6 of issue #18; SETS below), and any further tuning set
+given with --extra (JSON lines with memory, response, label). The current held-out set is never
+read here, and --extra refuses it. Folds are
 grouped by memory text (every pair of one memory stays in one fold) and stratified by label,
 with a fixed seed.
 

@@ -18,10 +18,13 @@ from feedback.detection import REFERENCED, DetectionInput, Scorer, analyse
 DATA = Path(__file__).resolve().parent / "data"
 #: The tuning set: 240 pairs written alongside the scorer (features designed while looking at it).
 REFERENCE_SET = DATA / "detection_reference.jsonl"
-#: The held-out set: 365 pairs labelled blind (docs/DETECTION_LABELLING_GUIDE.md); never tuned on.
+#: The first held-out set: 365 pairs labelled blind (docs/DETECTION_LABELLING_GUIDE.md); tuning
+#: data since issue #18 round 5.
 HELDOUT_SET = DATA / "detection_heldout.jsonl"
-#: Issue #18 round 5's held-out set (340 pairs, written blind); the first two are tuning data since.
+#: Issue #18 round 5's held-out set (340 pairs, written blind); tuning data since round 6.
 HELDOUT3_SET = DATA / "detection_heldout3.jsonl"
+#: Issue #18 round 6's held-out set (340 pairs, written blind); the three before are tuning data.
+HELDOUT4_SET = DATA / "detection_heldout4.jsonl"
 
 
 def load_rows(path: Path) -> list[dict]:

@@ -6,10 +6,11 @@ memory in its best window, the best clause, the share of distinctive weight matc
 of the heaviest distinctive term that is missing, and the checks that fired (contradiction,
 another entity or value, different numbers, single shared term, exact anchor, a "no longer true"
 cue the memory lacks, a negative memory, a dropped quoted question; issue #18 round 4: the share
-matched through related words, the heaviest term matched, a missing or swapped name) — and
-combines them with weights fitted by logistic regression on the tuning sets (feedback/data/
-detection_reference.jsonl, detection_tuning2.jsonl, detection_tuning3.jsonl). The output is a
-probability-like score in [0, 1].
+matched through related words, the heaviest term matched, a missing or swapped name; round 6:
+another member of a closed class) — and combines them with weights fitted by logistic regression
+on the tuning sets (feedback/data/detection_reference.jsonl, detection_tuning2.jsonl,
+detection_tuning3.jsonl and the three earlier held-out sets; bench/fit_detection.py). The output
+is a probability-like score in [0, 1].
 
 Two rules decide before the model does: a contradiction found by the lexical checks caps the
 score below any threshold (the reason keeps the lexical "contradicts the memory" note: a
@@ -18,8 +19,8 @@ scores 0. The model is fitted on the other pairs only.
 
 Two thresholds are fitted (docs/DETECTION.md, "round 3"): THRESHOLD, the lowest whose
 cross-validated precision reaches 0.85 on the tuning data, and MATCHED_RECALL_THRESHOLD, where
-its recall equals the lexical default's. The lexical scorer stays the service default: on the
-held-out set this model has higher precision but lower recall (see the docs).
+its recall equals the lexical scorer's. This model is the service default
+(`RMS_DETECTION_SCORER`, feedback/embedding.py); its held-out figures are in the docs.
 
 The coefficients below are written by `bench/fit_detection.py` (reproducible: no randomness
 other than a fixed-seed fold split); do not edit them by hand. Pure module: stdlib only, no
