@@ -185,3 +185,25 @@ def test_fourth_heldout_figures_are_the_published_headline():
     assert round(fitted.precision, 3) == 0.786 and (round(lo, 3), round(hi, 3)) == (0.711, 0.846)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 39, 73, 133)
+
+
+# --- the fifth blind set (issue #18, written in round 6, not yet scored) -------------------------
+
+HELDOUT5 = ROOT / "feedback" / "data" / "detection_heldout5.jsonl"
+HELDOUT5_SHA256 = "e238a09f6b172ff6583bb8da301fd44833784430b84ba8d306096921e7282cc0"
+
+
+def test_fifth_blind_set_is_frozen_and_valid():
+    """Written blind like the fourth (four helpers, guide sections 1-6, the task sheet, other
+    domains) after round 6's evaluation, for the next round's one held-out run; never scored
+    yet, and never read by bench/fit_detection.py."""
+    assert hashlib.sha256(HELDOUT5.read_bytes()).hexdigest() == HELDOUT5_SHA256
+    rows = load_rows(HELDOUT5)
+    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
+    assert {r["id"][:4] for r in rows} == {"h5a-", "h5b-", "h5c-", "h5d-"}
+    for row in rows:
+        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+    per_kind = Counter(r["kind"] for r in rows)
+    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
+    assert Counter(r["label"] for r in rows) == {"REFERENCED": 165, "UNUSED": 175}
