@@ -45,6 +45,37 @@ def heldout_rows() -> list[dict]:
     return load_rows(HELDOUT)
 
 
+def check_quota_set(path: Path, sha256: str, referenced: int, prefixes=None) -> None:
+    """A blind set written to the task sheet's kind quotas: frozen by its sha256, 340 pairs with
+    unique ids (from the parts ``prefixes`` when given), the five keys, every kind but
+    "unrelated" at least 12 times, and ``referenced`` REFERENCED pairs."""
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+    rows = load_rows(path)
+    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
+    if prefixes is not None:
+        assert {r["id"][:4] for r in rows} == prefixes
+    for row in rows:
+        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
+        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
+    per_kind = Counter(r["kind"] for r in rows)
+    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
+    assert Counter(r["label"] for r in rows) == {
+        "REFERENCED": referenced,
+        "UNUSED": 340 - referenced,
+    }
+
+
+def fitted_and_lexical(rows: list[dict]):
+    """The fitted scorer at its threshold and the lexical scorer at its own, on ``rows``."""
+    from feedback.detection import DEFAULT_SCORER
+    from feedback.detection_eval import evaluate, score_rows
+    from feedback.detection_model import THRESHOLD, FittedScorer
+
+    fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
+    lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
+    return fitted, lexical
+
+
 def test_heldout_set_and_guide_are_frozen():
     assert hashlib.sha256(HELDOUT.read_bytes()).hexdigest() == HELDOUT_SHA256
     assert hashlib.sha256(GUIDE.read_bytes()).hexdigest() == GUIDE_SHA256
@@ -67,14 +98,9 @@ def test_heldout_set_is_valid_and_covers_every_kind(heldout_rows):
 def test_first_set_figures_are_pinned(heldout_rows):
     """Tuning data since issue #18 round 5 (evaluated in four rounds before): in-sample pins of
     the lexical scorer at 0.40 and the fitted scorer at its threshold, not held-out figures."""
-    from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.detection_model import THRESHOLD, FittedScorer
-
-    ev = evaluate(heldout_rows, score_rows(heldout_rows), DEFAULT_SCORER.threshold)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (127, 43, 50, 145)
-    ev = evaluate(heldout_rows, score_rows(heldout_rows, FittedScorer()), THRESHOLD)
-    assert (ev.tp, ev.fp, ev.fn, ev.tn) == (130, 22, 47, 166)
+    fitted, lexical = fitted_and_lexical(heldout_rows)
+    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (127, 43, 50, 145)
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (130, 22, 47, 166)
 
 
 # --- the second held-out set (issue #18, round 4) ----------------------------------------------
@@ -103,14 +129,8 @@ def test_second_heldout_and_third_tuning_sets_are_frozen_and_valid():
 
 def test_second_set_figures_are_pinned():
     """Round 4's headline set, tuning data since round 5 (in-sample pins)."""
-    from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.detection_model import THRESHOLD, FittedScorer
-
-    rows = load_rows(HELDOUT2)
-    fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
+    fitted, lexical = fitted_and_lexical(load_rows(HELDOUT2))
     assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (99, 11, 59, 151)
-    lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 36, 63, 126)
 
 
@@ -123,28 +143,14 @@ HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a
 def test_third_heldout_set_is_frozen_and_valid():
     """Written blind from the labelling guide by two helpers that saw neither the code nor any
     other set, to kind quotas (every kind but "unrelated")."""
-    assert hashlib.sha256(HELDOUT3.read_bytes()).hexdigest() == HELDOUT3_SHA256
-    rows = load_rows(HELDOUT3)
-    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
-    for row in rows:
-        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
-        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
-    per_kind = Counter(r["kind"] for r in rows)
-    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
-    assert Counter(r["label"] for r in rows) == {"REFERENCED": 168, "UNUSED": 172}
+    check_quota_set(HELDOUT3, HELDOUT3_SHA256, referenced=168)
 
 
 def test_third_set_figures_are_pinned():
     """Round 5's headline set (scored once then: fitted 0.797 / 0.655, docs/DETECTION.md), tuning
     data since round 6: in-sample pins, not held-out figures."""
-    from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.detection_model import THRESHOLD, FittedScorer
-
-    rows = load_rows(HELDOUT3)
-    fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
+    fitted, lexical = fitted_and_lexical(load_rows(HELDOUT3))
     assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (111, 20, 57, 152)
-    lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (90, 51, 78, 121)
 
 
@@ -157,33 +163,20 @@ HELDOUT4_SHA256 = "7ad34fd84f4910547e7024c62ee5fdd9678b057ad7010bf77c254f8dc7725
 def test_fourth_heldout_set_is_frozen_and_valid():
     """Written blind from the labelling guide (sections 1-6) by four helpers that saw neither the
     code nor any other set, 85 pairs each to kind quotas; evaluation only."""
-    assert hashlib.sha256(HELDOUT4.read_bytes()).hexdigest() == HELDOUT4_SHA256
-    rows = load_rows(HELDOUT4)
-    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
-    assert {r["id"][:4] for r in rows} == {"h4a-", "h4b-", "h4c-", "h4d-"}
-    for row in rows:
-        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
-        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
-    per_kind = Counter(r["kind"] for r in rows)
-    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
-    assert Counter(r["label"] for r in rows) == {"REFERENCED": 168, "UNUSED": 172}
+    check_quota_set(HELDOUT4, HELDOUT4_SHA256, 168, {"h4a-", "h4b-", "h4c-", "h4d-"})
 
 
 def test_fourth_heldout_figures_are_the_published_headline():
     """The round-6 evaluation, run once under the rule written before it (docs/DETECTION.md):
     fitted (the default) at 0.68, precision 0.786 (Wilson 0.711-0.846), recall 0.655; lexical at
     0.40, 0.709 / 0.565. The targets (0.85 with recall 0.70) are not met."""
-    from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.detection_model import THRESHOLD, FittedScorer
+    from feedback.detection_model import THRESHOLD
 
     assert THRESHOLD == 0.68
-    rows = load_rows(HELDOUT4)
-    fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
+    fitted, lexical = fitted_and_lexical(load_rows(HELDOUT4))
     assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (110, 30, 58, 142)
     lo, hi = fitted.precision_interval
     assert round(fitted.precision, 3) == 0.786 and (round(lo, 3), round(hi, 3)) == (0.711, 0.846)
-    lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 39, 73, 133)
 
 
@@ -197,13 +190,4 @@ def test_fifth_blind_set_is_frozen_and_valid():
     """Written blind like the fourth (four helpers, guide sections 1-6, the task sheet, other
     domains) after round 6's evaluation, for the next round's one held-out run; never scored
     yet, and never read by bench/fit_detection.py."""
-    assert hashlib.sha256(HELDOUT5.read_bytes()).hexdigest() == HELDOUT5_SHA256
-    rows = load_rows(HELDOUT5)
-    assert len(rows) == 340 and len({r["id"] for r in rows}) == 340
-    assert {r["id"][:4] for r in rows} == {"h5a-", "h5b-", "h5c-", "h5d-"}
-    for row in rows:
-        assert set(row) == {"id", "memory", "response", "label", "kind"}, row["id"]
-        assert row["label"] in ("REFERENCED", "UNUSED"), row["id"]
-    per_kind = Counter(r["kind"] for r in rows)
-    assert set(per_kind) == KINDS - {"unrelated"} and min(per_kind.values()) >= 12
-    assert Counter(r["label"] for r in rows) == {"REFERENCED": 165, "UNUSED": 175}
+    check_quota_set(HELDOUT5, HELDOUT5_SHA256, 165, {"h5a-", "h5b-", "h5c-", "h5d-"})
