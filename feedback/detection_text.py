@@ -26,6 +26,7 @@ from feedback.detection_words import (
     TOKEN_SPLIT_RE,
     UNIT_CANON,
     stem_of,
+    word_set,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -593,22 +594,21 @@ _DATA_SIZE_RE = re.compile(
 )
 # A metric quantity in the unit a thousand times larger or smaller: "3200 grams" also reads
 # "3.2 kg", "1.5 km" "1500 meters", "250 ml" "0.25 liters" (a bare "m" or "l" is left alone).
-_METRIC_RE = re.compile(
-    r"(?<![\w.])(\d+(?:\.\d+)?) ?((?i:kg|kilos?|kilograms?|g|grams?|km|kilomet(?:re|er)s?"
-    r"|met(?:re|er)s?|lit(?:re|er)s?|ml|millilit(?:re|er)s?))\b(?![-\w])"
-)
-_METRIC_UNITS = {  # first letters of the unit -> (its word, the other unit's word, factor)
-    "kg": ("kg", "grams", 1000),
-    "ki": ("kg", "grams", 1000),
-    "g": ("grams", "kg", 0.001),
-    "gr": ("grams", "kg", 0.001),
-    "km": ("km", "meters", 1000),
-    "kilom": ("km", "meters", 1000),
-    "me": ("meters", "km", 0.001),
-    "li": ("liters", "ml", 1000),
-    "ml": ("ml", "liters", 0.001),
-    "mi": ("ml", "liters", 0.001),
+_METRIC_UNITS = {  # each spelling of a unit -> (the other unit's word, factor to it)
+    **dict.fromkeys(word_set("kg kilo kilos kilogram kilograms"), ("grams", 1000)),
+    **dict.fromkeys(word_set("g gram grams"), ("kg", 0.001)),
+    **dict.fromkeys(word_set("km kilometre kilometres kilometer kilometers"), ("meters", 1000)),
+    **dict.fromkeys(word_set("metre metres meter meters"), ("km", 0.001)),
+    **dict.fromkeys(word_set("litre litres liter liters"), ("ml", 1000)),
+    **dict.fromkeys(
+        word_set("ml millilitre millilitres milliliter milliliters"), ("liters", 0.001)
+    ),
 }
+_METRIC_RE = re.compile(
+    r"(?<![\w.])(\d+(?:\.\d+)?) ?((?i:"
+    + "|".join(sorted(_METRIC_UNITS, key=len, reverse=True))
+    + r"))\b(?![-\w])"
+)
 
 
 def _inside_word(match: re.Match, also: str = "") -> bool:
@@ -737,16 +737,12 @@ def _data_size(match: re.Match) -> str:
     return match.group(0)
 
 
-_METRIC_ORDER = ("kilom", "kg", "ki", "km", "gr", "g", "me", "li", "ml", "mi")
-
-
 def _metric(match: re.Match) -> str:
-    value, unit = float(match.group(1)), match.group(2).lower()
-    key = next(k for k in _METRIC_ORDER if unit.startswith(k))
-    other = value * _METRIC_UNITS[key][2]
+    unit, factor = _METRIC_UNITS[match.group(2).lower()]
+    other = float(match.group(1)) * factor
     if other < 0.01 or abs(other * 100 - round(other * 100)) > 1e-6:
         return match.group(0)
-    return match.group(0) + _marked(f"{_plain(other)} {_METRIC_UNITS[key][1]}", False, 2)
+    return match.group(0) + _marked(f"{_plain(other)} {unit}", False, 2)
 
 
 def _unit_swap(match: re.Match) -> str:

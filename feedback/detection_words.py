@@ -1,7 +1,8 @@
 """The response analyser's vocabulary and stemmer (``feedback.detection``): general English
 word lists, the token patterns, and the suffix stripper that maps a word to its matching key.
 
-Pure module: stdlib only, no Django import. Nothing here is derived from the labelled sets.
+Pure module: stdlib only, no Django import. The lists are general English, not taken from the
+labelled sets (SWAP_CLASSES says which of its classes their errors suggested).
 """
 
 from __future__ import annotations
@@ -163,8 +164,9 @@ MONTHS = frozenset(MONTHS_IN_ORDER)
 # Closed classes of alternatives: two members of one class name different values of the same
 # slot ("Saturdays" / "Sundays", "staging" / "production", "violin" / "viola"), so a response that
 # drops the memory's member and names another of its class is about something else. General
-# English lists; "may" and "march" are left out of the months (verbs too). Plurals are folded and
-# a few familiar forms read as their member (SWAP_ALIASES: "mum" is "mother", "prod" "production").
+# English lists, though which classes to list was chosen from the tuning sets' false positives
+# (issue #18 round 6); "may" and "march" are left out of the months (verbs too). Plurals are
+# folded and a few familiar forms read as their member (SWAP_ALIASES: "mum" is "mother").
 SWAP_CLASSES: dict[str, frozenset[str]] = {
     name: word_set(words)
     for name, words in {
@@ -243,14 +245,15 @@ def swap_members(text: str) -> dict[str, frozenset[str]]:
     singular ("saturdays" -> "saturday"); the units of rates are the class "rate"."""
     out: dict[str, set[str]] = {}
     text = _PRE_PRODUCTION_RE.sub("staging", text)
-    for word in re.findall(r"[a-z]+", text):
+    words = re.findall(r"[a-z]+", text)
+    for word in words:
         if word not in SWAP_MEMBER and word.endswith("s") and word[:-1] in SWAP_MEMBER:
             word = word[:-1]
         name = SWAP_MEMBER.get(word)
         if name is not None:
             out.setdefault(name, set()).add(SWAP_ALIASES.get(word, word))
     rates = {f"per {a or b}" for a, b in _RATE_RE.findall(text)}
-    rates.update(f"per {_RATE_WORDS[w]}" for w in re.findall(r"[a-z]+", text) if w in _RATE_WORDS)
+    rates.update(f"per {_RATE_WORDS[w]}" for w in words if w in _RATE_WORDS)
     if rates:
         out["rate"] = rates
     return {name: frozenset(ws) for name, ws in out.items()}
