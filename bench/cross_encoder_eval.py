@@ -36,8 +36,7 @@ for path in (ROOT, ROOT / "bench"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-GRID = [round(0.01 * i, 2) for i in range(1, 100)]
-TARGET = 0.85
+TARGET = 0.85  # rule A's precision, as bench/fit_detection.py
 
 
 def dump(out: Path) -> None:
@@ -134,22 +133,9 @@ def train(data_path: Path, out: Path, epochs: int, folds: list[int]) -> None:
         print(f"fold {f}: {time.time() - t0:.0f} s", flush=True)
 
 
-def confusion(ys, ps, t):
-    tp = sum(1 for y, p in zip(ys, ps, strict=True) if y and p >= t)
-    fp = sum(1 for y, p in zip(ys, ps, strict=True) if not y and p >= t)
-    fn = sum(ys) - tp
-    return tp, fp, fn, len(ys) - tp - fp - fn
-
-
-def rule_a(ys, ps) -> float:
-    for t in GRID:
-        tp, fp, _, _ = confusion(ys, ps, t)
-        if tp and tp / (tp + fp) >= TARGET:
-            return t
-    return GRID[-1]
-
-
 def report(data_path: Path, oof_path: Path) -> None:
+    from fit_detection import choose_threshold, confusion
+
     from feedback.detection_eval import wilson
 
     data = json.loads(data_path.read_text())
@@ -173,10 +159,9 @@ def report(data_path: Path, oof_path: Path) -> None:
         pred = [0.0] * len(data)
         used = []
         for f in folds:
-            other = [i for i, d in enumerate(data) if d["fold"] != f]
-            t = rule_a([ys[i] for i in other], [ps[i] for i in other]) if len(folds) > 1 else None
-            if t is None:  # one fold only: its own threshold (optimistic, said so)
-                t = rule_a(ys, ps)
+            # each fold's threshold from the other folds' pairs (with one fold only, from its own)
+            other = [i for i, d in enumerate(data) if d["fold"] != f or len(folds) == 1]
+            t = choose_threshold([ys[i] for i in other], [ps[i] for i in other], TARGET)
             used.append(t)
             for i, d in enumerate(data):
                 if d["fold"] == f:
