@@ -628,6 +628,20 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         run.refresh_from_db()
         if run.state != "succeeded":
             raise RuntimeError(f"the sweep failed: {run.error}")
+        chunks = list(run.chunks.values_list("hostname", "started_at", "finished_at"))
+        first_start = min(c[1] for c in chunks)
+        last_end = max(c[2] for c in chunks)
+        # the run's own steps around its chunks: planning before the first one starts, the
+        # merge after the last one ends; idle: the time a worker waited for the last one
+        hosts_end = {}
+        for host, _, end in chunks:
+            hosts_end[host] = max(hosts_end.get(host, end), end)
+        timeline = {
+            "plan": (first_start - run.started_at).total_seconds(),
+            "merge": (run.finished_at - last_end).total_seconds(),
+            "straggle": (last_end - min(hosts_end.values())).total_seconds(),
+            "chunk": sum((c[2] - c[1]).total_seconds() for c in chunks) / len(chunks),
+        }
         checks = {
             "one IGNORED_CHECK per object":
                 Operation.objects.filter(op_type="IGNORED_CHECK").count() == n,
@@ -643,7 +657,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         "machine_cpu": busy1 - busy0, "machine_share": 100 * (busy1 - busy0) / max(
             1e-9, busy1 - busy0 + idle1 - idle0),
         "chunks": run.result["chunks"], "hosts": len(run.result["workers"]),
-        "penalized": run.result["penalized"], "checks": checks,
+        "penalized": run.result["penalized"], "checks": checks, "timeline": timeline,
     }  # fmt: skip
 
 
@@ -665,6 +679,16 @@ def measure_workers(args, n: int) -> bool:
             for k, r in enumerate(rounds)
         ],
     )  # fmt: skip
+    print(
+        "# per round: planning (run start to first chunk start), the last chunk's lead over the "
+        "host that finished first, the merge after it, the mean chunk"
+    )
+    for k, r in enumerate(rounds):
+        t = r["timeline"]
+        print(
+            f"#   round {k + 1}: planning {t['plan']:.2f} s, straggle {t['straggle']:.2f} s, "
+            f"merge {t['merge']:.2f} s, mean chunk {t['chunk']:.3f} s"
+        )
     one = min(r["wall"] for r in rounds if r["workers"] == 1)
     many = min(r["wall"] for r in rounds if r["workers"] == args.worker_processes)
     first = next(r["wall"] for r in rounds if r["workers"] == args.worker_processes)
