@@ -26,7 +26,8 @@ N (``--rounds`` times each: 1, N, 1, N, ...), so both see the same machine. Each
 the wall time from sending the run to its success, the CPU of the worker processes and of
 their PostgreSQL backends (sampled every 50 ms while the run goes: backends that come and go
 between samples are undercounted; the machine's total busy time is printed beside it), CPU per
-decision, and the speed-up of N over 1 (best round of each).
+decision, and the speed-up of N over 1 (best round of each); then each round's timeline from
+the chunks' timestamps (planning, the gaps between a worker's chunks, the straggling last one).
 
     .venv/bin/python bench/bench_sweep.py [--objects 100000] [--chunk 500] [--phases] [--profile]
     .venv/bin/python bench/bench_sweep.py --worker-processes 2 [--chunk-size 1000] [--rounds 2]
@@ -610,7 +611,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         start = dict(backends)
         cpu0 = workers.cpu()
         busy0, idle0 = common._system_busy_idle()
-        t0 = time.perf_counter()
+        t0, sent = time.perf_counter(), time.time()
         assert taskruns.send(run.pk), "the broker refused the run"
         while True:
             for pid in common.pg_backend_pids(copy, monitor):
@@ -633,10 +634,15 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         last_end = max(c[2] for c in chunks)
         # the run's own steps around its chunks: planning before the first one starts, the
         # merge after the last one ends; idle: the time a worker waited for the last one
-        hosts_end = {}
-        for host, _, end in chunks:
+        hosts_end, gaps, last = {}, 0.0, {}
+        for host, start_at, end in sorted(chunks, key=lambda c: c[1]):
             hosts_end[host] = max(hosts_end.get(host, end), end)
+            if host in last:
+                gaps += (start_at - last[host]).total_seconds()
+            last[host] = end
         timeline = {
+            "start": run.started_at.timestamp() - sent,
+            "gaps": gaps / max(1, len(chunks) - len(hosts_end)),
             "plan": (first_start - run.started_at).total_seconds(),
             "merge": (run.finished_at - last_end).total_seconds(),
             "straggle": (last_end - min(hosts_end.values())).total_seconds(),
@@ -680,13 +686,15 @@ def measure_workers(args, n: int) -> bool:
         ],
     )  # fmt: skip
     print(
-        "# per round: planning (run start to first chunk start), the last chunk's lead over the "
-        "host that finished first, the merge after it, the mean chunk"
+        "# per round: send to the run's start, planning (to the first chunk's start), the mean "
+        "gap between a worker's chunks, the last chunk's lead over the host that finished "
+        "first, the merge after it, the mean chunk (claim to commit)"
     )
     for k, r in enumerate(rounds):
         t = r["timeline"]
         print(
-            f"#   round {k + 1}: planning {t['plan']:.2f} s, straggle {t['straggle']:.2f} s, "
+            f"#   round {k + 1}: start {t['start']:.2f} s, planning {t['plan']:.2f} s, "
+            f"gap {1e3 * t['gaps']:.1f} ms, straggle {t['straggle']:.2f} s, "
             f"merge {t['merge']:.2f} s, mean chunk {t['chunk']:.3f} s"
         )
     one = min(r["wall"] for r in rounds if r["workers"] == 1)
