@@ -631,41 +631,39 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         run.refresh_from_db()
         if run.state != "succeeded":
             raise RuntimeError(f"the sweep failed: {run.error}")
-        chunks = list(run.chunks.values_list("hostname", "started_at", "finished_at"))
-        first_start = min(c[1] for c in chunks)
-        last_end = max(c[2] for c in chunks)
-        # the run's own steps around its chunks: planning before the first one starts, the
-        # merge after the last one ends; idle: the time a worker waited for the last one
-        hosts_end, gaps, last = {}, 0.0, {}
-        for host, start_at, end in sorted(chunks, key=lambda c: c[1]):
-            hosts_end[host] = max(hosts_end.get(host, end), end)
-            if host in last:
-                gaps += (start_at - last[host]).total_seconds()
-            last[host] = end
+        chunks = sorted(
+            run.chunks.values_list("started_at", "finished_at", "hostname"), key=lambda c: c[0]
+        )
+        # The run's own steps around its chunks: planning before the first one starts, the
+        # merge after the last one ends. Each worker runs one chunk at a time (solo pool), so
+        # its chunks in start order are back to back but for the gaps between them.
+        gaps, host_end = 0.0, {}
+        for start_at, end, host in chunks:
+            if host in host_end:
+                gaps += (start_at - host_end[host]).total_seconds()
+            host_end[host] = end
+        last_end = max(host_end.values())
         timeline = {
             "start": run.started_at.timestamp() - sent,
-            "gaps": gaps / max(1, len(chunks) - len(hosts_end)),
-            "plan": (first_start - run.started_at).total_seconds(),
+            "gaps": gaps / max(1, len(chunks) - len(host_end)),
+            "plan": (chunks[0][0] - run.started_at).total_seconds(),
             "merge": (run.finished_at - last_end).total_seconds(),
-            "straggle": (last_end - min(hosts_end.values())).total_seconds(),
-            "chunk": sum((c[2] - c[1]).total_seconds() for c in chunks) / len(chunks),
+            "straggle": (last_end - min(host_end.values())).total_seconds(),
+            "chunk": sum((end - start_at).total_seconds() for start_at, end, _ in chunks)
+            / len(chunks),
         }
-        checks = {
-            taskruns.IGNORED_SWEEP: lambda: {
+        if args.kind == taskruns.IGNORED_SWEEP:
+            checks = {
                 "one IGNORED_CHECK per object":
                     Operation.objects.filter(op_type="IGNORED_CHECK").count() == n,
                 "no candidate left": candidates(NAMESPACE).count() == 0,
                 "all examined": run.result["examined"] == n,
-            },
-            taskruns.VERIFY_CHAIN: lambda: {
-                "every chain intact": run.result["ok"] and run.result["mismatch_count"] == 0,
-                "every object's chain checked": run.result["checked"] >= n,
-            },
-            taskruns.VERIFY_REPLAY: lambda: {
-                "every replay matches": run.result["ok"] and run.result["mismatch_count"] == 0,
-                "every object replayed": run.result["checked"] >= n,
-            },
-        }[args.kind]()  # fmt: skip
+            }  # fmt: skip
+        else:  # a verification, of the chains or of the replays
+            checks = {
+                "no mismatch": run.result["ok"] and run.result["mismatch_count"] == 0,
+                "every object checked": run.result["checked"] >= n,
+            }
     finally:
         monitor.close()
         workers.stop()
