@@ -91,9 +91,7 @@ def best_passage(scorer, memory: str, response: str) -> str:
             window = scorer._window(mem.terms, matches)
     if window is None:
         return resp.text[:400]
-    starts = resp.sentence_starts
-    end = window + scorer.window_sentences
-    return resp.text[starts[window] : starts[end] if end < len(starts) else None]
+    return resp.passage(window, scorer.window_sentences)
 
 
 def load_model(torch, model_dir: Path, layers: int):

@@ -401,6 +401,12 @@ class _Response:
     quoted: bool  # a restatement of the user's question was dropped
     numbers_at: dict[int, frozenset[str]]  # sentence -> keys of the numbers in it
 
+    def passage(self, first: int, sentences: int) -> str:
+        """The text of ``sentences`` sentences from ``first`` on (normalised, lower case)."""
+        starts = self.sentence_starts
+        end = first + sentences
+        return self.text[starts[first] : starts[end] if end < len(starts) else None]
+
 
 @dataclass(frozen=True, slots=True)
 class _Memory:
@@ -870,9 +876,8 @@ class LexicalScorer:
         class_swap = False
         first_missing = True
         if extras and window is not None:
-            starts = resp.sentence_starts
             end = window + self.window_sentences
-            passage = resp.text[starts[window] : starts[end] if end < len(starts) else None]
+            passage = resp.passage(window, self.window_sentences)
             cues = retraction_cues(passage)
             retraction = bool(cues - mem.cues)
             cue_dropped = bool(mem.cues - cues)
