@@ -70,11 +70,13 @@ def word_set(text: str | None) -> frozenset[str]:
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
     """|a ∩ b| / |a ∪ b|; two empty sets share nothing, so 0.0."""
-    set_a, set_b = set(a), set(b)
-    union = set_a | set_b
+    set_a = a if isinstance(a, set | frozenset) else set(a)
+    set_b = b if isinstance(b, set | frozenset) else set(b)
+    shared = len(set_a & set_b)
+    union = len(set_a) + len(set_b) - shared  # |a ∪ b|, without building it
     if not union:
         return 0.0
-    return len(set_a & set_b) / len(union)
+    return shared / union
 
 
 def normalise_tags(tags: Iterable[str] | None) -> frozenset[str]:

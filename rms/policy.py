@@ -396,7 +396,9 @@ def reinforce(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcom
 # --- SPEC §4: penalty -----------------------------------------------------------------------------
 
 
-def penalize(state: ObjectState, signal: Signal) -> Outcome:
+def penalize(state: ObjectState, signal: Signal, tally: SessionTally | None = None) -> Outcome:
+    """A penalty neither reads nor moves the session tally (SPEC §4): the outcome carries
+    ``tally`` as it was given (an empty one when none is)."""
     spec = SIGNALS[signal.signal_type]
     reliability, r = DETECTION_METHODS[signal.detection_method]
     delta = spec.base_weight * r
@@ -427,7 +429,7 @@ def penalize(state: ObjectState, signal: Signal) -> Outcome:
         "evidence_ids": sorted(set(signal.evidence_ids)),
         "policy_version": POLICY_VERSION,
     }
-    return Outcome(EFFECT_PENALIZED, new_state, SessionTally(), payload)
+    return Outcome(EFFECT_PENALIZED, new_state, SessionTally() if tally is None else tally, payload)
 
 
 def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcome:
@@ -436,8 +438,7 @@ def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Out
     if kind == POSITIVE:
         return reinforce(state, signal, tally)
     if kind == NEGATIVE:
-        outcome = penalize(state, signal)
-        return replace(outcome, tally=tally)
+        return penalize(state, signal, tally)
     # SPEC §5: UNUSED changes nothing but is recorded.
     return Outcome(EFFECT_UNUSED, state, tally, {"signal_type": signal.signal_type})
 

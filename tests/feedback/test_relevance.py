@@ -51,6 +51,17 @@ def test_jaccard():
     assert jaccard(set(), {"a"}) == 0.0
 
 
+@given(
+    st.lists(st.sampled_from("abcdefgh"), max_size=8),
+    st.lists(st.sampled_from("abcdefgh"), max_size=8),
+)
+def test_jaccard_is_intersection_over_union_for_any_iterables(a, b):
+    union = set(a) | set(b)
+    expected = len(set(a) & set(b)) / len(union) if union else 0.0
+    assert jaccard(a, b) == expected
+    assert jaccard(frozenset(a), set(b)) == expected
+
+
 # --- classify_session -----------------------------------------------------------------------------
 
 

@@ -248,6 +248,13 @@ class TestPenalty:
         )
         assert out.payload["delta"] == 0.1 * 0.25
 
+    def test_a_penalty_carries_the_session_tally_unchanged(self):
+        tally = SessionTally(0.3, {SessionTally.key("user-1", "CONFIRMED"): 2})
+        out = policy.apply_signal(state("ASSERTED"), sig("CORRECTED"), tally)
+        assert out.effect == "penalized" and out.tally is tally
+        assert out.tally == SessionTally(0.3, {SessionTally.key("user-1", "CONFIRMED"): 2})
+        assert policy.penalize(state("ASSERTED"), sig("CORRECTED")).tally == SessionTally()
+
     def test_unused_changes_nothing(self):
         s = state()
         out = policy.apply_signal(s, sig("UNUSED"), SessionTally())
