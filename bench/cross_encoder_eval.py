@@ -138,12 +138,31 @@ def _session(data_path: Path):
     return torch, model_dir, tok, random.Random(0), json.loads(data_path.read_text())
 
 
-def _schedule(torch, opt, steps: int):
-    """Linear warm-up over the first tenth of the steps, then linear decay to 0."""
+def _fit(torch, model, items: list, *, epochs: int, size: int, lr: float, rng, length, loss_of):
+    """Train ``model`` in place: AdamW, linear warm-up over the first tenth of the steps then
+    linear decay; each epoch, ``items`` shuffled into batches of ``size`` of similar
+    ``length(item)`` (in random order); ``loss_of(model, batch)`` is the batch's loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    steps = epochs * math.ceil(len(items) / size)
     warm = max(1, int(0.1 * steps))
-    return torch.optim.lr_scheduler.LambdaLR(
+    sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / (steps - warm))
     )
+    model.train()
+    for epoch in range(epochs):
+        order = items[:]
+        rng.shuffle(order)
+        order.sort(key=lambda item: length(item) + rng.random())
+        batches = [order[i : i + size] for i in range(0, len(order), size)]
+        rng.shuffle(batches)
+        t0 = time.time()
+        for batch in batches:
+            loss_of(model, batch).backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+        print(f"  epoch {epoch}: {time.time() - t0:.0f} s", flush=True)
+    return model
 
 
 def train(
@@ -168,28 +187,18 @@ def train(
             return_tensors="pt",
         )
 
+    bce = torch.nn.BCEWithLogitsLoss()
+
+    def loss_of(model, batch):
+        logits = model(**encode(batch)).logits.squeeze(-1)
+        return bce(logits, torch.tensor([float(d["y"]) for d in batch]))
+
     def fit(rows):
         model = load_model(torch, model_dir, layers)
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-        sched = _schedule(torch, opt, epochs * math.ceil(len(rows) / 16))
-        loss_fn = torch.nn.BCEWithLogitsLoss()
-        model.train()
-        for epoch in range(epochs):
-            order = rows[:]
-            rng.shuffle(order)
-            order.sort(key=lambda d: len(d["response"]) // 200 + rng.random())  # similar lengths
-            batches = [order[i : i + 16] for i in range(0, len(order), 16)]
-            rng.shuffle(batches)
-            t0 = time.time()
-            for batch in batches:
-                logits = model(**encode(batch)).logits.squeeze(-1)
-                loss = loss_fn(logits, torch.tensor([float(d["y"]) for d in batch]))
-                loss.backward()
-                opt.step()
-                sched.step()
-                opt.zero_grad()
-            print(f"  epoch {epoch}: {time.time() - t0:.0f} s", flush=True)
-        return model
+        return _fit(
+            torch, model, rows, epochs=epochs, size=16, lr=lr, rng=rng,
+            length=lambda d: len(d["response"]) // 200, loss_of=loss_of,
+        )  # fmt: skip
 
     result = json.loads(out.read_text()) if out.exists() else {}
     for f in folds:
@@ -260,13 +269,8 @@ def distil(
             return_tensors="pt",
         )
 
-    def batches(items, size):
-        order = items[:]
-        rng.shuffle(order)
-        order.sort(key=lambda t: len(t[1]) // 80 + rng.random())
-        out_ = [order[i : i + size] for i in range(0, len(order), size)]
-        rng.shuffle(out_)
-        return out_
+    def passage_length(item):
+        return len(item[1]) // 80
 
     def logits_of(model, pairs):
         model.eval()
@@ -280,25 +284,29 @@ def distil(
     result = json.loads(out.read_text()) if out.exists() else {}
     teacher_result = json.loads(teacher_out.read_text()) if teacher_out.exists() else {}
     bce = torch.nn.BCEWithLogitsLoss()
+
+    def label_loss(model, batch):  # (memory, passage, label)
+        logits = model(**encode([(m, p) for m, p, _ in batch])).logits.squeeze(-1)
+        return bce(logits, torch.tensor([float(y) for _, _, y in batch]))
+
+    def distil_loss(model, batch):  # (memory, passage, label or None, the teacher's logit)
+        logits = model(**encode([(m, p) for m, p, _, _ in batch])).logits.squeeze(-1)
+        loss = torch.nn.functional.mse_loss(logits, torch.tensor([t for *_, t in batch]))
+        known = [i for i, (_, _, y, _) in enumerate(batch) if y is not None]
+        if known:
+            loss = loss + bce(logits[known], torch.tensor([float(batch[i][2]) for i in known]))
+        return loss
+
     for f in folds:
         t0 = time.time()
         rows = [d for d in data if d["fold"] != f]
         test = [d for d in data if d["fold"] == f]
         # the teacher: as `train --text passage --max-length 64`
-        teacher = load_model(torch, model_dir, 6)
-        opt = torch.optim.AdamW(teacher.parameters(), lr=lr, weight_decay=0.01)
-        labelled = [(d["memory"], d["passage"], d["y"]) for d in rows]
-        steps = epochs * math.ceil(len(labelled) / 16)
-        sched = _schedule(torch, opt, steps)
-        teacher.train()
-        for _ in range(epochs):
-            for batch in batches(labelled, 16):
-                lg = teacher(**encode([(m, p) for m, p, _ in batch])).logits.squeeze(-1)
-                loss = bce(lg, torch.tensor([float(y) for _, _, y in batch]))
-                loss.backward()
-                opt.step()
-                sched.step()
-                opt.zero_grad()
+        teacher = _fit(
+            torch, load_model(torch, model_dir, 6),
+            [(d["memory"], d["passage"], d["y"]) for d in rows],
+            epochs=epochs, size=16, lr=lr, rng=rng, length=passage_length, loss_of=label_loss,
+        )  # fmt: skip
         t1 = time.time()
         pool = pool_for(rows, rng)
         soft = logits_of(teacher, [(m, p) for m, p, _ in pool])
@@ -312,23 +320,11 @@ def distil(
             student.bert.encoder.layer[:student_layers]
         )
         student.config.num_hidden_layers = student_layers
-        opt = torch.optim.AdamW(student.parameters(), lr=student_lr, weight_decay=0.01)
-        items = [(m, p, y, t) for (m, p, y), t in zip(pool, soft, strict=True)]
-        steps = student_epochs * math.ceil(len(items) / 32)
-        sched = _schedule(torch, opt, steps)
-        student.train()
-        for _ in range(student_epochs):
-            for batch in batches(items, 32):
-                lg = student(**encode([(m, p) for m, p, _, _ in batch])).logits.squeeze(-1)
-                loss = torch.nn.functional.mse_loss(lg, torch.tensor([t for *_, t in batch]))
-                known = [i for i, (_, _, y, _) in enumerate(batch) if y is not None]
-                if known:
-                    ys = torch.tensor([float(batch[i][2]) for i in known])
-                    loss = loss + bce(lg[known], ys)
-                loss.backward()
-                opt.step()
-                sched.step()
-                opt.zero_grad()
+        _fit(
+            torch, student, [(m, p, y, t) for (m, p, y), t in zip(pool, soft, strict=True)],
+            epochs=student_epochs, size=32, lr=student_lr, rng=rng, length=passage_length,
+            loss_of=distil_loss,
+        )  # fmt: skip
         for d, lg in zip(test, logits_of(student, tests), strict=True):
             result[d["key"]] = 1 / (1 + math.exp(-lg))
         out.write_text(json.dumps(result))
