@@ -217,9 +217,9 @@ def train(
 
 def pool_for(rows: list[dict], rng: random.Random, others: int = 3, perturbed: int = 2) -> list:
     """Unlabelled (memory, passage) pairs built from the training rows only, for the teacher
-    to score: each memory beside its response's other windows, beside ``others`` passages of
-    other rows of its set, and beside ``perturbed`` copies of its own passage with a third of
-    the words dropped. Returns (memory, passage, label or None) triples, the rows first."""
+    to score: each memory beside its response's other windows, beside up to ``others``
+    passages of other rows of its set, and beside ``perturbed`` copies of its own passage with
+    a third of the words dropped. Returns (memory, passage, label or None) triples, rows first."""
     by_set: dict[str, list[dict]] = {}
     for r in rows:
         by_set.setdefault(r["key"].split("|")[0], []).append(r)
