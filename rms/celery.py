@@ -1,6 +1,8 @@
 """The Celery app (``celery -A rms worker`` / ``celery -A rms beat``)."""
 
+import logging
 import os
+import re
 
 from celery import Celery
 from celery.signals import task_postrun, task_prerun, worker_process_shutdown
@@ -10,6 +12,42 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rms.settings")
 app = Celery("rms")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Housekeeping that beat sends every few seconds. At INFO, their "received", "succeeded" and
+# "Sending due task" lines would bury every other line (the webhook dispatcher alone writes
+# three a second): a pass that found nothing to do is not logged. A pass that did work, and any
+# warning or failure, still is.
+HOUSEKEEPING_TASKS = frozenset(
+    {
+        "delivery.tasks.dispatch_webhooks",
+        "feedback.tasks.reconcile_task_runs",
+        "dashboard.tasks.warm_overview",
+    }
+)
+_NON_ZERO = re.compile(r"[1-9]")
+
+
+class IdleHousekeepingFilter(logging.Filter):
+    """Drops the INFO lines of a housekeeping task's idle pass (see HOUSEKEEPING_TASKS): the
+    worker's "received" line (its "succeeded" line tells the same), its "succeeded" line when
+    the result counts nothing, and beat's "Sending due task" line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        args = record.args
+        if isinstance(args, dict):  # the worker's lines: {"name": ..., "return_value": ...}
+            if args.get("name") not in HOUSEKEEPING_TASKS:
+                return True
+            result = args.get("return_value")
+            return result is not None and _NON_ZERO.search(str(result)) is not None
+        if isinstance(args, tuple) and len(args) == 2 and "Sending due task" in str(record.msg):
+            return args[1] not in HOUSEKEEPING_TASKS
+        return True
+
+
+for _name in ("celery.worker.strategy", "celery.app.trace", "celery.beat"):
+    logging.getLogger(_name).addFilter(IdleHousekeepingFilter())
 
 
 @worker_process_shutdown.connect
