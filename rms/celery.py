@@ -30,7 +30,8 @@ _NON_ZERO = re.compile(r"[1-9]")
 class IdleHousekeepingFilter(logging.Filter):
     """Drops the INFO lines of a housekeeping task's idle pass (see HOUSEKEEPING_TASKS): the
     worker's "received" line (its "succeeded" line tells the same), its "succeeded" line when
-    the result counts nothing, and beat's "Sending due task" line."""
+    the result counts nothing, its "Discarding revoked task" line when the message expired
+    (beat's messages expire after their interval, by design), and beat's "Sending due task"."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno > logging.INFO:
@@ -41,12 +42,17 @@ class IdleHousekeepingFilter(logging.Filter):
                 return True
             result = args.get("return_value")
             return result is not None and _NON_ZERO.search(str(result)) is not None
-        if isinstance(args, tuple) and len(args) == 2 and "Sending due task" in str(record.msg):
-            return args[1] not in HOUSEKEEPING_TASKS
+        if isinstance(args, tuple) and len(args) == 2:
+            message = str(record.msg)
+            if "Sending due task" in message:  # beat: (entry name, task name)
+                return args[1] not in HOUSEKEEPING_TASKS
+            if "Discarding revoked task" in message:  # expired, as beat messages do: (name, id)
+                return args[0] not in HOUSEKEEPING_TASKS
         return True
 
 
-for _name in ("celery.worker.strategy", "celery.app.trace", "celery.beat"):
+_LOGGERS = ("celery.worker.strategy", "celery.worker.request", "celery.app.trace", "celery.beat")
+for _name in _LOGGERS:
     logging.getLogger(_name).addFilter(IdleHousekeepingFilter())
 
 

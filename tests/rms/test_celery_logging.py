@@ -11,6 +11,7 @@ from celery import shared_task
 from celery.app import trace
 from celery.app.trace import build_tracer
 from celery.beat import logger as beat_logger
+from celery.worker.request import logger as request_logger
 from celery.worker.strategy import logger as strategy_logger
 
 from dashboard.tasks import warm_overview
@@ -78,16 +79,20 @@ def test_a_pass_that_did_work_is_logged(info, result, logged):
     assert bool([m for m in lines(info) if result in m]) is logged
 
 
-def test_received_and_beat_lines_of_housekeeping_are_dropped(info):
+def test_received_expired_and_beat_lines_of_housekeeping_are_dropped(info):
     for name in ("delivery.tasks.dispatch_webhooks", "feedback.tasks.sweep_all"):
         context = {"id": "x", "name": name, "args": "()", "kwargs": "{}", "eta": None}
         strategy_logger.info(trace.LOG_RECEIVED, context, extra={"data": context})
     due = "Scheduler: Sending due task %s (%s)"
     beat_logger.info(due, "webhook-dispatch", "delivery.tasks.dispatch_webhooks")
     beat_logger.info(due, "ignored-sweep", "feedback.tasks.sweep_all")
+    discarding = "Discarding revoked task: %s[%s]"
+    request_logger.info(discarding, "delivery.tasks.dispatch_webhooks", "y")
+    request_logger.info(discarding, "feedback.tasks.run_task", "z")
     assert lines(info) == [
         "Task feedback.tasks.sweep_all[x] received",
         "Scheduler: Sending due task ignored-sweep (feedback.tasks.sweep_all)",
+        "Discarding revoked task: feedback.tasks.run_task[z]",
     ]
 
 
