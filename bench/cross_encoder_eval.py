@@ -429,6 +429,138 @@ def report(data_path: Path, oof_path: Path) -> None:
         )
 
 
+# --- a blind set, scored once under a rule written down before (docs/DETECTION.md) -----------
+
+
+def final(data_path: Path, out_dir: Path, epochs: int = 3, max_length: int = 64) -> None:
+    """The 6-layer cross-encoder fine-tuned on every tuning pair's (memory, best window), as
+    ``train --text passage`` does per fold, saved to ``out_dir``."""
+    torch, model_dir, tok, rng, data = _session(data_path)
+    bce = torch.nn.BCEWithLogitsLoss()
+
+    def loss_of(model, batch):
+        enc = tok(
+            [d["memory"] for d in batch], [d["passage"] for d in batch],
+            truncation="only_second", max_length=max_length, padding=True, return_tensors="pt",
+        )  # fmt: skip
+        logits = model(**enc).logits.squeeze(-1)
+        return bce(logits, torch.tensor([float(d["y"]) for d in batch]))
+
+    t0 = time.time()
+    model = _fit(
+        torch, load_model(torch, model_dir, 6), data, epochs=epochs, size=16, lr=4e-5, rng=rng,
+        length=lambda d: len(d["response"]) // 200, loss_of=loss_of,
+    )  # fmt: skip
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    print(f"trained on {len(data)} pairs in {time.time() - t0:.0f} s: {out_dir}")
+
+
+def blind_dump(set_path: Path, out: Path) -> None:
+    """A blind set's pairs with what the scorers need: the best window, the service's fitted
+    probability and its veto. Prints counts only: no pair is shown."""
+    from feedback.detection import LexicalScorer
+    from feedback.detection_eval import load_rows
+    from feedback.detection_model import FittedScorer, vetoed
+
+    rows = load_rows(set_path)
+    lexical, fitted = LexicalScorer(), FittedScorer()
+    data = []
+    for r in rows:
+        (features,) = lexical.features_many([r["memory"]], r["response"])
+        data.append(
+            {
+                "key": r["id"],
+                "kind": r["kind"],
+                "memory": r["memory"],
+                "passage": best_passage(lexical, r["memory"], r["response"]),
+                "y": int(r["label"] == "REFERENCED"),
+                "p_fitted": fitted.score(r["memory"], r["response"])[0],
+                "veto": vetoed(features),
+            }
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
+    print(f"wrote {out}: {len(data)} pairs")
+
+
+def blind_score(model_dir: Path, data_path: Path, out: Path, max_length: int = 64) -> None:
+    """The saved cross-encoder's probability for each pair of ``blind_dump``'s file."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    data = json.loads(data_path.read_text())
+    result = {}
+    with torch.no_grad():
+        for i in range(0, len(data), 32):
+            batch = data[i : i + 32]
+            enc = tok(
+                [d["memory"] for d in batch], [d["passage"] for d in batch],
+                truncation="only_second", max_length=max_length, padding=True,
+                return_tensors="pt",
+            )  # fmt: skip
+            ps = torch.sigmoid(model(**enc).logits.squeeze(-1)).tolist()
+            result.update({d["key"]: p for d, p in zip(batch, ps, strict=True)})
+    out.write_text(json.dumps(result))
+    print(f"wrote {out}: {len(result)} probabilities")
+
+
+def blind_report(tuning: Path, oof_path: Path, blind: Path, ce_path: Path) -> None:
+    """The pre-registered figures: the service's fitted scorer at its threshold, and the mean of
+    its probability with the cross-encoder's at the threshold rule A picks on the tuning pairs'
+    out-of-fold means (the same for the cross-encoder alone and for the mean with vetoes kept)."""
+    from fit_detection import choose_threshold, confusion
+
+    from feedback.detection_eval import wilson
+    from feedback.detection_model import THRESHOLD
+
+    data = json.loads(tuning.read_text())
+    oof = json.loads(oof_path.read_text())
+    rows = json.loads(blind.read_text())
+    ce = json.loads(ce_path.read_text())
+    assert all(d["key"] in oof for d in data) and all(r["key"] in ce for r in rows)
+
+    def mean(p_ce, d):
+        return (p_ce + d["p_fitted"]) / 2
+
+    def kept(p_ce, d):
+        return min(mean(p_ce, d), 0.05) if d["veto"] else mean(p_ce, d)
+
+    variants = {
+        "fitted scorer (the service's default)": (lambda p, d: d["p_fitted"], THRESHOLD),
+        "cross-encoder alone": (lambda p, d: p, None),
+        "mean of the two (pre-registered)": (mean, None),
+        "mean of the two, lexical vetoes kept": (kept, None),
+    }
+    ys = [r["y"] for r in rows]
+    print(f"{len(rows)} pairs, {sum(ys)} REFERENCED; thresholds by rule A on {len(data)} tuning")
+    for name, (combine, fixed) in variants.items():
+        t = fixed
+        if t is None:
+            t = choose_threshold(
+                [d["y"] for d in data], [combine(oof[d["key"]], d) for d in data], TARGET
+            )
+        ps = [combine(ce[r["key"]], r) for r in rows]
+        tp, fp, fn, tn = confusion(ys, ps, t)
+        p, rec = (tp / (tp + fp) if tp + fp else 0.0), tp / (tp + fn)
+        lo, hi = wilson(tp, tp + fp)
+        rlo, rhi = wilson(tp, tp + fn)
+        print(
+            f"  {name:40} threshold {t:.2f}: P {p:.3f} ({lo:.3f}-{hi:.3f}) "
+            f"R {rec:.3f} ({rlo:.3f}-{rhi:.3f})  TP/FP/FN/TN {tp}/{fp}/{fn}/{tn}"
+        )
+        kinds: dict[str, list[int]] = {}
+        for r, pr in zip(rows, ps, strict=True):
+            right = int((pr >= t) == bool(r["y"]))
+            kinds.setdefault(r["kind"], []).append(right)
+        print(
+            "    per kind: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in sorted(kinds.items()))
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="step", required=True)
@@ -457,6 +589,21 @@ def main() -> None:
     lat.add_argument("--max-length", type=int, default=64)
     lat.add_argument("--runs", type=int, default=30)
     lat.add_argument("--threads", type=int, default=1)
+    fi = sub.add_parser("final")
+    fi.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "data.json")
+    fi.add_argument("--out", type=Path, default=ROOT / "var" / "ce" / "final")
+    bd = sub.add_parser("blind-dump")
+    bd.add_argument("--set", type=Path, required=True)
+    bd.add_argument("--out", type=Path, default=ROOT / "var" / "ce" / "blind.json")
+    bs = sub.add_parser("blind-score")
+    bs.add_argument("--model", type=Path, default=ROOT / "var" / "ce" / "final")
+    bs.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "blind.json")
+    bs.add_argument("--out", type=Path, default=ROOT / "var" / "ce" / "blind_ce.json")
+    br = sub.add_parser("blind-report")
+    br.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "data.json")
+    br.add_argument("--oof", type=Path, default=ROOT / "var" / "ce" / "oof64.json")
+    br.add_argument("--blind", type=Path, default=ROOT / "var" / "ce" / "blind.json")
+    br.add_argument("--ce", type=Path, default=ROOT / "var" / "ce" / "blind_ce.json")
     r = sub.add_parser("report")
     r.add_argument("--data", type=Path, default=ROOT / "var" / "ce" / "data.json")
     r.add_argument("--oof", type=Path, default=ROOT / "var" / "ce" / "oof.json")
@@ -486,6 +633,14 @@ def main() -> None:
         )
     elif args.step == "latency":
         latency(args.layers, args.batch, args.max_length, args.runs, args.threads)
+    elif args.step == "final":
+        final(args.data, args.out)
+    elif args.step == "blind-dump":
+        blind_dump(args.set, args.out)
+    elif args.step == "blind-score":
+        blind_score(args.model, args.data, args.out)
+    elif args.step == "blind-report":
+        blind_report(args.data, args.oof, args.blind, args.ce)
     else:
         report(args.data, args.oof)
 
