@@ -271,7 +271,7 @@ def main() -> None:
     ap.add_argument("--embedding", type=Path)
     ap.add_argument("--extra", type=Path, action="append", default=[], help="another tuning set")
     args = ap.parse_args()
-    if any(name in p.name for name in ("heldout4", "heldout5") for p in args.extra):
+    if any(name in p.name for name in ("heldout4", "heldout5", "heldout6") for p in args.extra):
         ap.error("a held-out set is for its one held-out evaluation, not for fitting")
     if args.write and args.embedding:
         ap.error("--write fits the default model, which has no embedding feature")

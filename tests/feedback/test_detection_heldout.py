@@ -9,6 +9,8 @@ is tuning data since round 6; the fourth is the held-out set.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -191,3 +193,26 @@ def test_fifth_blind_set_is_frozen_and_valid():
     domains) after round 6's evaluation, for the next round's one held-out run; never scored
     yet, and never read by bench/fit_detection.py."""
     check_quota_set(HELDOUT5, HELDOUT5_SHA256, 165, {"h5a-", "h5b-", "h5c-", "h5d-"})
+
+
+# --- the sixth blind set (issue #18, written in round 7, not yet scored) -------------------------
+
+HELDOUT6 = ROOT / "feedback" / "data" / "detection_heldout6.jsonl"
+HELDOUT6_SHA256 = "ce4dc313b2cc9ccedc63e3caf4e7416cd8f3dc6db631224c63f72d67dd8a5d19"
+
+
+def test_sixth_blind_set_is_frozen_and_valid():
+    """Written blind in round 7 (four helpers, guide sections 1-6, the task sheet, domains no
+    earlier set covers) before the fifth set was scored, for the next round's one held-out run;
+    never scored yet, and never read by bench/fit_detection.py."""
+    check_quota_set(HELDOUT6, HELDOUT6_SHA256, 167, {"h6a-", "h6b-", "h6c-", "h6d-"})
+
+
+@pytest.mark.parametrize("blind", [HELDOUT4, HELDOUT5, HELDOUT6])
+def test_the_fitting_script_refuses_a_blind_set(blind):
+    done = subprocess.run(
+        [sys.executable, "bench/fit_detection.py", "--extra", str(blind)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "a held-out set is for its one held-out evaluation, not for fitting" in done.stderr
