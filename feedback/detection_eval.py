@@ -24,7 +24,12 @@ HELDOUT_SET = DATA / "detection_heldout.jsonl"
 #: Issue #18 round 5's held-out set (340 pairs, written blind); tuning data since round 6.
 HELDOUT3_SET = DATA / "detection_heldout3.jsonl"
 #: Issue #18 round 6's held-out set (340 pairs, written blind); the three before are tuning data.
+#: With the fifth, the headline (two blind sets, scored once each).
 HELDOUT4_SET = DATA / "detection_heldout4.jsonl"
+#: Written blind in round 6, scored once in round 7 (340 pairs); with the fourth, the headline.
+HELDOUT5_SET = DATA / "detection_heldout5.jsonl"
+#: Written blind in round 7 and not scored: the next round's held-out set.
+HELDOUT6_SET = DATA / "detection_heldout6.jsonl"
 
 
 def load_rows(path: Path) -> list[dict]:
