@@ -168,20 +168,6 @@ def test_fourth_heldout_set_is_frozen_and_valid():
     check_quota_set(HELDOUT4, HELDOUT4_SHA256, 168, {"h4a-", "h4b-", "h4c-", "h4d-"})
 
 
-def test_fourth_heldout_figures_are_the_published_headline():
-    """The round-6 evaluation, run once under the rule written before it (docs/DETECTION.md):
-    fitted (the default) at 0.68, precision 0.786 (Wilson 0.711-0.846), recall 0.655; lexical at
-    0.40, 0.709 / 0.565. The targets (0.85 with recall 0.70) are not met."""
-    from feedback.detection_model import THRESHOLD
-
-    assert THRESHOLD == 0.68
-    fitted, lexical = fitted_and_lexical(load_rows(HELDOUT4))
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (110, 30, 58, 142)
-    lo, hi = fitted.precision_interval
-    assert round(fitted.precision, 3) == 0.786 and (round(lo, 3), round(hi, 3)) == (0.711, 0.846)
-    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 39, 73, 133)
-
-
 # --- the fifth blind set (issue #18, written in round 6, scored once in round 7) -----------------
 
 HELDOUT5 = ROOT / "feedback" / "data" / "detection_heldout5.jsonl"
@@ -195,16 +181,28 @@ def test_fifth_blind_set_is_frozen_and_valid():
     check_quota_set(HELDOUT5, HELDOUT5_SHA256, 165, {"h5a-", "h5b-", "h5c-", "h5d-"})
 
 
-def test_fifth_heldout_figures_are_published_with_the_fourth():
-    """Round 7's one run (docs/DETECTION.md, rule written before it): the fitted scorer at 0.68,
-    precision 0.777 (Wilson 0.701-0.838), recall 0.655; pooled with the fourth set, 0.781 /
-    0.655 over 680 pairs, the evidence page's headline. The lexical figure (0.669 / 0.515) was
-    computed after that run."""
-    fitted, lexical = fitted_and_lexical(load_rows(HELDOUT5))
-    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (108, 31, 57, 144)
+@pytest.mark.parametrize(
+    ("path", "fitted_counts", "precision", "interval", "lexical_counts"),
+    [
+        # round 6's one run: the targets (0.85 with recall 0.70) are not met
+        (HELDOUT4, (110, 30, 58, 142), 0.786, (0.711, 0.846), (95, 39, 73, 133)),
+        # round 7's one run; its lexical figure was computed after that run
+        (HELDOUT5, (108, 31, 57, 144), 0.777, (0.701, 0.838), (85, 42, 80, 133)),
+    ],
+    ids=["fourth", "fifth"],
+)
+def test_the_headline_sets_figures(path, fitted_counts, precision, interval, lexical_counts):
+    """Each scored once under the rule written before it (docs/DETECTION.md, rounds 6 and 7):
+    the fitted scorer (the default) at 0.68 with its Wilson interval, the lexical one at 0.40.
+    Pooled (680 pairs: 0.781 / 0.655) they are the evidence page's headline."""
+    from feedback.detection_model import THRESHOLD
+
+    assert THRESHOLD == 0.68
+    fitted, lexical = fitted_and_lexical(load_rows(path))
+    assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == fitted_counts
     lo, hi = fitted.precision_interval
-    assert round(fitted.precision, 3) == 0.777 and (round(lo, 3), round(hi, 3)) == (0.701, 0.838)
-    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (85, 42, 80, 133)
+    assert round(fitted.precision, 3) == precision and (round(lo, 3), round(hi, 3)) == interval
+    assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == lexical_counts
 
 
 # --- the sixth blind set (issue #18, written in round 7, not yet scored) -------------------------
