@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -32,8 +33,24 @@ def wait_for(predicate, what: str, log, timeout: float = 90.0):
 
 
 def session_processes(sid: int) -> list[int]:
-    out = subprocess.run(["ps", "-eo", "pid=,sid="], capture_output=True, text=True).stdout
-    return [int(p) for p, s in (line.split() for line in out.splitlines()) if int(s) == sid]
+    """The live (not zombie) processes of session ``sid``: from /proc where there is one (a
+    slim image may have no ``ps``), else from ``ps``."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        out = subprocess.run(["ps", "-eo", "pid=,sid=,stat="], capture_output=True, text=True)
+        rows = (line.split() for line in out.stdout.splitlines())
+        return [int(p) for p, s, stat in rows if int(s) == sid and not stat.startswith("Z")]
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # state, ppid, pgrp, session
+            found.append(int(entry.name))
+    return found
 
 
 def test_runstack_serves_runs_a_task_on_the_worker_and_stops_on_ctrl_c(tmp_path):
@@ -132,8 +149,15 @@ def test_a_process_that_does_not_stop_in_time_is_killed_with_its_children(tmp_pa
 
 
 def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, killed and not yet reaped, does not count where /proc tells)."""
+    if not Path("/proc").is_dir():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
