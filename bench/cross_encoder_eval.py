@@ -129,6 +129,19 @@ def load_model(torch, model_dir: Path, layers: int):
     return model
 
 
+def _encode(tok, batch: list[dict], text: str, max_length: int):
+    """(memory, ``text``) of each dumped pair, tokenised as the model reads them: the second
+    text truncated to ``max_length`` tokens in all."""
+    return tok(
+        [d["memory"] for d in batch],
+        [d[text] for d in batch],
+        truncation="only_second",
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+
+
 def _session(data_path: Path):
     """torch (seeded, on every core), the model's directory and tokenizer, a seeded rng and the
     dumped pairs: what ``train`` and ``distil`` start from."""
@@ -184,14 +197,7 @@ def train(
     torch, model_dir, tok, rng, data = _session(data_path)
 
     def encode(batch):
-        return tok(
-            [d["memory"] for d in batch],
-            [d[text] for d in batch],
-            truncation="only_second",
-            max_length=max_length,
-            padding=True,
-            return_tensors="pt",
-        )
+        return _encode(tok, batch, text, max_length)
 
     bce = torch.nn.BCEWithLogitsLoss()
 
@@ -445,11 +451,7 @@ def final(data_path: Path, out_dir: Path, epochs: int = 3, max_length: int = 64)
     bce = torch.nn.BCEWithLogitsLoss()
 
     def loss_of(model, batch):
-        enc = tok(
-            [d["memory"] for d in batch], [d["passage"] for d in batch],
-            truncation="only_second", max_length=max_length, padding=True, return_tensors="pt",
-        )  # fmt: skip
-        logits = model(**enc).logits.squeeze(-1)
+        logits = model(**_encode(tok, batch, "passage", max_length)).logits.squeeze(-1)
         return bce(logits, torch.tensor([float(d["y"]) for d in batch]))
 
     t0 = time.time()
@@ -503,12 +505,8 @@ def blind_score(model_dir: Path, data_path: Path, out: Path, max_length: int = 6
     with torch.no_grad():
         for i in range(0, len(data), 32):
             batch = data[i : i + 32]
-            enc = tok(
-                [d["memory"] for d in batch], [d["passage"] for d in batch],
-                truncation="only_second", max_length=max_length, padding=True,
-                return_tensors="pt",
-            )  # fmt: skip
-            ps = torch.sigmoid(model(**enc).logits.squeeze(-1)).tolist()
+            logits = model(**_encode(tok, batch, "passage", max_length)).logits.squeeze(-1)
+            ps = torch.sigmoid(logits).tolist()
             result.update({d["key"]: p for d, p in zip(batch, ps, strict=True)})
     out.write_text(json.dumps(result))
     print(f"wrote {out}: {len(result)} probabilities")
