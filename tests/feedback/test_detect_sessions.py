@@ -10,7 +10,7 @@ import pytest
 
 from feedback import aggregates, rebuild
 from feedback.models import FeedbackAggregate
-from rms.models import Operation
+from rms.models import Operation, SessionTally
 from tests.factories import post, session
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +143,61 @@ def test_detect_endpoint(client_api, outsider_api):
         ).status_code
         == 400
     )
+
+
+# --- A session_id repeated across interactions (SPEC §7), with detection on --------------------
+
+
+def detected_session(request_id, oid, *, hours, session_id="conv-repeat"):
+    """A session that injects ``oid`` and whose response mentions it: the analyser finds a
+    REFERENCED, which moves the (object, session_id) tally like an explicit positive signal."""
+    return {
+        **session(request_id, [(oid, 10)], session_id=session_id, hours=hours),
+        "response_text": RESPONSE,
+        "detect": True,
+    }
+
+
+def assert_one_tally(oid, records):
+    """One tally row for the pair, holding the γ of every detected REFERENCED."""
+    gammas = [s["effective_gamma"] for r in records for s in r["signals"] if s.get("detected")]
+    assert len(gammas) == len(records)
+    row = SessionTally.objects.get(object_id=oid, session_id="conv-repeat")
+    assert row.gamma_total == pytest.approx(sum(gammas))
+    assert list(row.repeats.values()) == [len(records)]  # one (actor, REFERENCED) key
+
+
+def test_repeated_session_id_with_detection_single(client_api):
+    (a, *_) = make(client_api)
+    first = post(client_api, detected_session("rep-1", a, hours=1))
+    second = post(client_api, detected_session("rep-2", a, hours=2))
+    assert (first.status_code, second.status_code) == (201, 201), second.content
+    assert_one_tally(a, [first.json(), second.json()])
+
+
+def test_repeated_session_id_with_detection_in_a_later_batch(client_api):
+    (a, *_) = make(client_api)
+    first = post(client_api, detected_session("rep-1", a, hours=1))
+    assert first.status_code == 201
+    r = client_api.post(
+        "/api/v1/feedback-sessions/batch",
+        [detected_session("rep-2", a, hours=2), detected_session("rep-3", a, hours=3)],
+        format="json",
+    )
+    assert r.status_code == 207, r.content
+    results = r.json()["results"]
+    assert [x["status"] for x in results] == [201, 201]
+    assert_one_tally(a, [first.json(), *(x["record"] for x in results)])
+
+
+def test_repeated_session_id_with_detection_inside_one_batch(client_api):
+    (a, *_) = make(client_api)
+    r = client_api.post(
+        "/api/v1/feedback-sessions/batch",
+        [detected_session("rep-1", a, hours=1), detected_session("rep-2", a, hours=2)],
+        format="json",
+    )
+    assert r.status_code == 207, r.content
+    results = r.json()["results"]
+    assert [x["status"] for x in results] == [201, 201]
+    assert_one_tally(a, [x["record"] for x in results])
