@@ -23,6 +23,7 @@ from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, S
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store
 from rms import services as core
+from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
 
 __all__ = ["MAX_BATCH", "OBJECT_FIELDS", "Item", "record_one", "record_sessions"]
@@ -59,12 +60,21 @@ def record_one(*, client: ApiClient, data: dict, body_hash: str) -> Answer:
 
 def _analyse(items: list[Item]) -> None:
     """Run the response analysis of every ``detect`` session (``item.detected``), before any
-    transaction opens. The objects' contents are read without a lock: the analysis only
-    proposes signals, and the planner checks every object again under its lock (an object
-    the client may not use refuses the session, whatever the analysis found)."""
-    wanted = [
-        (item, planner.silent_injections(item.data)) for item in items if item.data.get("detect")
-    ]
+    transaction opens; a session over the analysis' bounds is refused (``item.error``). The
+    objects' contents are read without a lock: the analysis only proposes signals, and the
+    planner checks every object again under its lock (an object the client may not use
+    refuses the session, whatever the analysis found)."""
+    wanted = []
+    for item in items:
+        if not item.data.get("detect"):
+            continue
+        silent = planner.silent_injections(item.data)
+        try:
+            services.check_analysis(item.data["response_text"], len(silent), "injections")
+        except DomainError as exc:
+            item.error = exc
+            continue
+        wanted.append((item, silent))
     ids = {oid for _, silent in wanted for oid in silent}
     if not ids:
         return
