@@ -123,6 +123,7 @@ def signal_record(
         data["signal_type"], data.get("detection_method")
     )
     request_id = data.get("request_id")
+    body_hash = idempotency.request_hash(body_hash, object_id)
     try:
         with transaction.atomic():
             if (
