@@ -1053,6 +1053,14 @@ def clear_caches() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+#: The bounds of one analysis, on the API (a session with ``detect``, POST /detect). Its cost grows
+#: with the response's length times the objects scored: at the bounds about a second of CPU
+#: (bench/bench_detect_feed.py). 32,000 characters is about 8,000 tokens, a long LLM answer;
+#: 200 objects is a large memory bundle and the /detect endpoint's earlier list bound.
+MAX_RESPONSE_CHARS = 32_000
+MAX_OBJECTS = 200
+
+
 def analyse(
     response_text: str,
     objects: Sequence[DetectionInput],

@@ -1,9 +1,12 @@
 """Feedback-session ingestion (SPEC §7): one service for the single and the batch endpoint.
 
-Validate (the API layer), load, plan, write, answer. A call is one transaction: it reads, in one
-``rms.store`` read, the stored records of its request ids and locks every object any of its
-sessions touches, once and in primary-key order; ``feedback.planner`` turns that state and the
-bodies into rows and answers; the rows go out in a few bulk writes.
+Validate (the API layer), analyse, load, plan, write, answer. The response analysis of ``detect``
+sessions runs first, outside any transaction: it is CPU work on text (up to a second a session),
+and a write transaction held open that long holds the change feed back for every namespace
+(API.md). Then a call is one transaction: it reads, in one ``rms.store`` read, the stored records
+of its request ids and locks every object any of its sessions touches, once and in primary-key
+order; ``feedback.planner`` turns that state, the bodies and their analyses into rows and
+answers; the rows go out in a few bulk writes.
 
 Idempotency (``rms.idempotency``): ``(client, request_id)`` is unique on the session row. Two
 requests racing with the same key: the loser's transaction fails on the unique key, is rolled
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, enqueue, services
+from feedback import aggregates, detection, embedding, enqueue, planner, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store
 from rms import services as core
+from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
 
 __all__ = ["MAX_BATCH", "OBJECT_FIELDS", "Item", "record_one", "record_sessions"]
@@ -34,6 +38,7 @@ OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 def record_sessions(*, client: ApiClient, items: list[Item]) -> list[Answer]:
     """Process session bodies in order; returns (status, record) per item, or (status,
     DomainError) for an item refused (the API layer renders it)."""
+    _analyse([item for item in items if item.error is None])
     pending = [item for item in items if item.error is None]
     for attempt in range(RACE_RETRIES):
         for item in pending:
@@ -51,6 +56,38 @@ def record_sessions(*, client: ApiClient, items: list[Item]) -> list[Answer]:
 def record_one(*, client: ApiClient, data: dict, body_hash: str) -> Answer:
     """The single endpoint: a batch of one."""
     return record_sessions(client=client, items=[Item(data, body_hash)])[0]
+
+
+def _analyse(items: list[Item]) -> None:
+    """Run the response analysis of every ``detect`` session (``item.detected``), before any
+    transaction opens; a session over the analysis' bounds is refused (``item.error``). The
+    objects' contents are read without a lock: the analysis only proposes signals, and the
+    planner checks every object again under its lock (an object the client may not use
+    refuses the session, whatever the analysis found)."""
+    wanted = []
+    for item in items:
+        if not item.data.get("detect"):
+            continue
+        silent = planner.silent_injections(item.data)
+        try:
+            services.check_analysis(item.data["response_text"], len(silent), "injections")
+        except DomainError as exc:
+            item.error = exc
+            continue
+        wanted.append((item, silent))
+    ids = {oid for _, silent in wanted for oid in silent}
+    if not ids:
+        return
+    contents = dict(MemoryObject.objects.filter(pk__in=ids).values_list("pk", "content"))
+    scorer = embedding.service_scorer()
+    for item, silent in wanted:
+        known = [oid for oid in silent if oid in contents]
+        found = detection.analyse(
+            item.data["response_text"],
+            [detection.DetectionInput(str(oid), contents[oid]) for oid in known],
+            scorer,
+        )
+        item.detected = dict(zip(known, found, strict=True))
 
 
 def _record(client: ApiClient, pending: list[Item]) -> None:
@@ -73,11 +110,11 @@ def _record(client: ApiClient, pending: list[Item]) -> None:
 def load_state(client: ApiClient, pending: list[Item]) -> Loaded:
     """One ``rms.store`` read (one round trip on PostgreSQL). The objects' select takes the
     locks; the aggregates and tallies are read by later selects, so they are the values
-    committed before the locks were granted (``rms.store.base.Store.read``)."""
+    committed before the locks were granted (``rms.store.base.Store.read``). The tallies read
+    are those of every signal the planner will apply, the analyser's included."""
     data = [item.data for item in pending]
     object_ids = {e["object_id"] for d in data for k in ("injections", "signals") for e in d[k]}
-    pairs = {(e["object_id"], d["session_id"]) for d in data for e in d["signals"]}
-    pair_list = sorted(pairs, key=lambda p: (str(p[0]), p[1]))
+    pair_list = sorted(planner.tally_pairs(pending), key=lambda p: (str(p[0]), p[1]))
     selects = [
         store.Select(
             FeedbackSession,

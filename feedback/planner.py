@@ -14,7 +14,8 @@ scopes; and it moves, in memory, the objects, their session tallies and aggregat
 This is where the session rules are read: the scope and visibility checks, an object injected
 once per session, at most one UNUSED per object, clients never sending the sweep's signals
 (``rms.services.validate_client_signal``), the automatic UNUSED of an injected object that got
-no signal and the optional response analysis (RFC-0009 §4), the session record (API.md).
+no signal and the signals of the optional response analysis (RFC-0009 §4; the analysis itself
+runs before the transaction, in ``feedback.ingest``), the session record (API.md).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from datetime import datetime
 from statistics import fmean
 from typing import ClassVar
 
-from feedback import aggregates, detection, embedding
+from feedback import aggregates, detection
 from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
 from feedback.services import signal_record_row
 from rms import idempotency, oplog, policy
@@ -57,10 +58,56 @@ class Item:
     #: The JSON text of ``result``'s record when this call created it: encoded once, for the
     #: stored row and for the batch answer (``feedback.api.views.batch_answer``).
     record_json: str | None = None
+    #: The response analysis of a ``detect`` session, by object id: run by ``feedback.ingest``
+    #: before its transaction opens (RFC-0009 §4), read here.
+    detected: dict | None = None
 
 
 def refused(exc: DomainError) -> Answer:
     return exc.status, exc
+
+
+@dataclass(frozen=True)
+class SessionSignal:
+    """One signal a session applies: the client's own (``entry``), or the service's for an
+    injected object the client sent nothing for — REFERENCED when the analyser found it used
+    (``detection``), else UNUSED."""
+
+    object_id: uuid.UUID
+    signal_type: str
+    entry: dict | None = None
+    detection: detection.Detection | None = None
+
+
+def silent_injections(data: dict) -> list:
+    """The injected objects without an explicit signal, in injection order: the ones response
+    analysis looks at. An explicit signal is never replaced or doubled by an inferred one
+    (RFC-0009 §4)."""
+    explicit = {e["object_id"] for e in data["signals"]}
+    injected = dict.fromkeys(inj["object_id"] for inj in data["injections"])
+    return [oid for oid in injected if oid not in explicit]
+
+
+def session_signals(data: dict, detected: dict | None) -> list[SessionSignal]:
+    """Every signal a session applies, in the order it applies them: the client's, then one
+    per silent injected object. The planner applies exactly this list, and the tallies loaded
+    before planning are those of its pairs (:func:`tally_pairs`)."""
+    out = [SessionSignal(e["object_id"], e["signal_type"], entry=e) for e in data["signals"]]
+    for oid in silent_injections(data):
+        found = (detected or {}).get(oid)
+        referenced = found is not None and found.signal_type == detection.REFERENCED
+        out.append(SessionSignal(oid, "REFERENCED" if referenced else "UNUSED", detection=found))
+    return out
+
+
+def tally_pairs(items: list[Item]) -> set[tuple]:
+    """The (object id, session_id) pairs whose session tally the items' signals read or move."""
+    return {
+        (signal.object_id, item.data["session_id"])
+        for item in items
+        for signal in session_signals(item.data, item.detected)
+        if policy.uses_tally(signal.signal_type)
+    }
 
 
 @dataclass(eq=False)
@@ -134,11 +181,10 @@ class SessionPlan:
     the injected objects whose unused streak grew (the sweep trigger, SPEC §9) and ``planned``
     the number of sessions created."""
 
-    def __init__(self, client: ApiClient, loaded: Loaded, scorer=None) -> None:
+    def __init__(self, client: ApiClient, loaded: Loaded) -> None:
         self.client = client
         self.loaded = loaded
         self.system = core.Actor.of(client)
-        self._scorer = scorer
         names = {ns.pk: ns.name for ns in loaded.namespaces.values()}
         # Only objects of the call's scopes are ever planned on (``_check``).
         self.keys = {
@@ -370,7 +416,8 @@ class SessionPlan:
             self.touched[obj.pk] = obj
             return result
 
-        for entry in data["signals"]:
+        planned = session_signals(data, item.detected)
+        for entry in (signal.entry for signal in planned if signal.entry is not None):
             obj = objects[entry["object_id"]]
             actor = core.Actor.of(self.client, entry.get("actor_id"), entry.get("actor_type"))
             signal = policy.Signal(
@@ -388,22 +435,9 @@ class SessionPlan:
 
         text = {pk: keys[pk].text for pk in injected}
         unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
-        silent = [pk for pk in injected if not received[pk]]
-        detected = {}
-        if data.get("detect") and silent:
-            # Only objects without an explicit signal are analysed: an explicit signal is never
-            # replaced or doubled by an inferred one (RFC-0009 §4).
-            if self._scorer is None:
-                self._scorer = embedding.service_scorer()
-            found = detection.analyse(
-                data["response_text"],
-                [detection.DetectionInput(text[pk], objects[pk].content) for pk in silent],
-                self._scorer,
-            )
-            detected = {d.object_id: d for d in found}
         unused_json = None  # every plain automatic UNUSED of the session has the same payload
-        for pk in silent:
-            found_one = detected.get(text[pk])
+        for automatic in (signal for signal in planned if signal.entry is None):
+            pk, found_one = automatic.object_id, automatic.detection
             more = None
             if found_one is not None:
                 more = {
@@ -411,9 +445,9 @@ class SessionPlan:
                     "detection_score": found_one.score,
                     "detection_reason": found_one.reason,
                 }
-            referenced = found_one is not None and found_one.signal_type == detection.REFERENCED
+            referenced = automatic.signal_type == "REFERENCED"
             signal = policy.Signal(
-                signal_type="REFERENCED" if referenced else "UNUSED",
+                signal_type=automatic.signal_type,
                 detection_method=DETECTED_METHOD if found_one is not None else AUTO_UNUSED_METHOD,
                 actor_id=system.id,
                 actor_type=system.type,

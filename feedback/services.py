@@ -11,10 +11,11 @@ import operator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from feedback import aggregates
+from feedback import aggregates, detection
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store
 from rms import services as core
+from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Operation, new_row
 from rms.representations import objects_out, operation_out
 
@@ -122,6 +123,7 @@ def signal_record(
         data["signal_type"], data.get("detection_method")
     )
     request_id = data.get("request_id")
+    body_hash = idempotency.request_hash(body_hash, object_id)
     try:
         with transaction.atomic():
             if (
@@ -169,3 +171,28 @@ def signal_record(
         ):
             return 200, first
         raise
+
+
+def check_analysis(response_text: str, object_count: int, objects_field: str) -> None:
+    """The bounds of one response analysis (``detection.MAX_RESPONSE_CHARS``, ``MAX_OBJECTS``):
+    a longer text is 413, more objects 400 naming ``objects_field``. Checked before anything
+    is analysed or written."""
+    if len(response_text) > detection.MAX_RESPONSE_CHARS:
+        raise DomainError(
+            "response_text_too_large",
+            f"response_text is longer than the {detection.MAX_RESPONSE_CHARS} characters one "
+            "response analysis reads.",
+            413,
+        )
+    if object_count > detection.MAX_OBJECTS:
+        raise DomainError(
+            "validation_error",
+            "Too many objects for one response analysis.",
+            400,
+            {
+                objects_field: [
+                    f"At most {detection.MAX_OBJECTS} objects are analysed against one "
+                    "response (in a session: the injected objects without an explicit signal)."
+                ]
+            },
+        )

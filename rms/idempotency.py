@@ -6,9 +6,15 @@ its own row (``FeedbackSession.body_hash`` / ``record``), a signal posted alone 
 ``IdempotencyRecord``. A retry with the same body answers the first answer again (200); a
 changed body is 409. Two requests racing with one key: the loser's transaction fails on the
 unique key, is rolled back, and answers from the winner's row.
+
+The key covers the whole request: a write whose target is in the path (a signal posted to
+``/objects/{id}/signals``) hashes the target with the body (:func:`request_hash`), so the same
+body sent to another object is a changed request (409), not a retry.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from rms.errors import DomainError
 from rms.models import ApiClient, IdempotencyRecord
@@ -20,6 +26,11 @@ def conflict(request_id: str) -> DomainError:
         f"request_id {request_id!r} was already used with a different body.",
         409,
     )
+
+
+def request_hash(body_hash: str, target: object) -> str:
+    """The hash a keyed write whose target is in the path is compared on: target and body."""
+    return hashlib.sha256(f"{target}\n{body_hash}".encode()).hexdigest()
 
 
 def replay(request_id: str, stored_hash: str, body_hash: str, first_answer: dict) -> dict:

@@ -443,6 +443,12 @@ def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Out
     return Outcome(EFFECT_UNUSED, state, tally, {"signal_type": signal.signal_type})
 
 
+def uses_tally(signal_type: str) -> bool:
+    """Whether applying this signal type reads its (object, session_id) tally: every type but
+    the NEUTRAL ones (:func:`neutral_outcome`)."""
+    return SIGNALS[signal_type].kind != NEUTRAL
+
+
 def neutral_outcome(signal: Signal) -> Outcome:
     """A NEUTRAL signal's outcome without the object's state or tally: UNUSED changes nothing
     (SPEC §5), so a caller need not read them (three signals in four of a feedback session)."""

@@ -423,7 +423,7 @@ def signal_ops(
     the one of an earlier call (the automatic UNUSED of one session all carry one payload);
     ``key``: the object's ``oplog.ChainKey`` when the caller holds it.
     """
-    if policy.SIGNALS[signal.signal_type].kind == policy.NEUTRAL:
+    if not policy.uses_tally(signal.signal_type):
         tally, outcome = None, policy.neutral_outcome(signal)
     else:
         tally = tallies.get(obj.pk, signal.session_id)

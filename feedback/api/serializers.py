@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from feedback import detection
 from feedback.utility import OUTCOMES
 from rms import policy
 from rms.api.serializers import (
@@ -56,8 +57,17 @@ class SessionIn(StrictSerializer):
     ts = StrictDateTimeField(required=False)
     injections = serializers.ListField(child=InjectionIn(), max_length=MAX_ENTRIES, required=False)
     signals = serializers.ListField(child=SessionSignalIn(), max_length=MAX_ENTRIES, required=False)
-    response_text = StrictCharField(required=False, allow_blank=True, max_length=200_000)
-    detect = StrictBooleanField(required=False)
+    response_text = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=200_000,
+        help_text=f"With detect: at most {detection.MAX_RESPONSE_CHARS} characters (longer: 413).",
+    )
+    detect = StrictBooleanField(
+        required=False,
+        help_text="Analyse response_text for the injected objects without an explicit signal "
+        f"(at most {detection.MAX_OBJECTS} of them, more: 400).",
+    )
 
     def validate(self, attrs):
         if attrs.get("detect") and not attrs.get("response_text"):
@@ -81,8 +91,13 @@ class RankIn(StrictSerializer):
 
 
 class DetectIn(StrictSerializer):
-    response_text = StrictCharField(max_length=200_000)
-    object_ids = serializers.ListField(child=StrictUUIDField(), min_length=1, max_length=200)
+    # Its length bound is the analysis' own (413, ``feedback.services.check_analysis``).
+    response_text = StrictCharField(
+        help_text=f"At most {detection.MAX_RESPONSE_CHARS} characters (longer: 413)."
+    )
+    object_ids = serializers.ListField(
+        child=StrictUUIDField(), min_length=1, max_length=detection.MAX_OBJECTS
+    )
 
 
 class TaskIn(StrictSerializer):

@@ -39,6 +39,15 @@ from rms.oplog import canonical_json
 from rms.replay import iso
 
 JSON = "application/json"
+ANALYSIS_BOUNDS = (
+    "Response analysis reads at most "
+    f"{detection.MAX_RESPONSE_CHARS} characters of `response_text` (longer: 413 "
+    f"`response_text_too_large`) against at most {detection.MAX_OBJECTS} objects (more: 400); "
+    "in a session the objects analysed are the injected ones without an explicit signal."
+)
+ANALYSIS_TOO_LARGE = core_openapi.error(
+    "The body is too large, or `response_text` is longer than response analysis reads."
+)
 
 
 class ObjectSignalView(APIView):
@@ -104,9 +113,11 @@ class FeedbackSessionView(APIView):
             201: openapi.SessionRecord,
             200: OpenApiResponse(openapi.SessionRecord, description="An identical retry."),
             409: core_openapi.CONFLICT,
+            413: ANALYSIS_TOO_LARGE,
         },
         description="One feedback session in one transaction. `request_id` is the idempotency "
-        "key: an identical retry answers 200 with the stored record, a changed body 409.",
+        "key: an identical retry answers 200 with the stored record, a changed body 409. "
+        + ANALYSIS_BOUNDS,
     )
     def post(self, request):
         if not isinstance(request.data, dict):
@@ -132,7 +143,8 @@ class FeedbackSessionBatchView(APIView):
         request=serializers.SessionIn(many=True),
         responses={207: openapi.BatchAnswer},
         description=f"Up to {ingest.MAX_BATCH} sessions; one result per item, in order. "
-        "A bad item never blocks the others.",
+        "A bad item never blocks the others (an item over the analysis bounds is its own "
+        "413 or 400). " + ANALYSIS_BOUNDS,
     )
     def post(self, request):
         bodies = request.data
@@ -244,13 +256,18 @@ class RankView(APIView):
 class DetectView(APIView):
     roles = {"POST": ANY_ROLE}
 
-    @extend_schema(request=serializers.DetectIn, responses={200: openapi.DetectOut})
+    @extend_schema(
+        request=serializers.DetectIn,
+        responses={200: openapi.DetectOut, 413: ANALYSIS_TOO_LARGE},
+        description=ANALYSIS_BOUNDS,
+    )
     def post(self, request):
         """REFERENCED or UNUSED per object from the response text (LOW reliability, §2)."""
         data = validated(serializers.DetectIn, request.data)
         if not data["response_text"].strip():
             raise ValidationError({"response_text": ["This field may not be blank."]})
         ids = list(dict.fromkeys(data["object_ids"]))
+        services.check_analysis(data["response_text"], len(ids), "object_ids")
         objs = core.visible_objects(request.auth, ids, "object_ids")
         found = detection.analyse(
             data["response_text"],

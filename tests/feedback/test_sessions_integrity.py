@@ -196,6 +196,18 @@ class TestIdempotency:
         )
         assert counts() == before
 
+    def test_key_reused_on_another_object_is_409_single_and_batch(self, client_api):
+        a, b = make_objects(client_api, 2)
+        assert post(client_api, session("k1", [(a, 10)], [(a, "CONFIRMED")])).status_code == 201
+        before = counts()
+        other = session("k1", [(b, 10)], [(b, "CONFIRMED")])
+        r = post(client_api, other)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "idempotency_mismatch"
+        r = client_api.post("/api/v1/feedback-sessions/batch", [other], format="json")
+        assert [x["status"] for x in r.json()["results"]] == [409]
+        assert r.json()["results"][0]["error"]["code"] == "idempotency_mismatch"
+        assert counts() == before
+
     def test_same_key_for_another_client_is_independent(self, client_api, admin_api):
         (a,) = make_objects(client_api, 1)
         body = session("shared", [(a, 10)])

@@ -229,3 +229,19 @@ def test_request_id_makes_a_signal_idempotent(client_api):
     changed = signal(client_api, oid, request_id=key, signal_type="REFERENCED")
     assert changed.status_code == 409 and changed.json()["error"]["code"] == "idempotency_mismatch"
     assert MemoryObject.objects.get(pk=oid).reinforcement_count == 1
+
+
+def test_request_id_reused_on_another_object_is_409(client_api):
+    """The key covers the target in the path: the same body sent to another object is a
+    changed request, never the first object's answer with the second object left unchanged."""
+    a, b = new_object(client_api), new_object(client_api)
+    key = "0b7e8c1a-3f2d-4c5b-9a8e-7d6c5b4a3f2e"
+    first = signal(client_api, a, request_id=key)
+    assert first.status_code == 201
+    other = signal(client_api, b, request_id=key)
+    assert other.status_code == 409, other.content
+    assert other.json()["error"]["code"] == "idempotency_mismatch"
+    assert MemoryObject.objects.get(pk=b).reinforcement_count == 0
+    assert not Operation.objects.filter(target_id=b, op_type="FEEDBACK_EVENT").exists()
+    again = signal(client_api, a, request_id=key)
+    assert again.status_code == 200 and again.json() == first.json()
