@@ -158,6 +158,16 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("RMS_MAX_BODY_BYTES", default=8 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 
+# Change-feed long polls that may wait at once (rms.longpoll): each parks a request thread, so a
+# process keeps threads for other requests (keep PER_PROCESS below gunicorn's --threads); past a
+# bound a poll is 429 with Retry-After.
+RMS_LONGPOLL_PER_PROCESS = env.int("RMS_LONGPOLL_PER_PROCESS", default=2)
+RMS_LONGPOLL_PER_CLIENT = env.int("RMS_LONGPOLL_PER_CLIENT", default=4)
+RMS_LONGPOLL_TOTAL = env.int("RMS_LONGPOLL_TOTAL", default=32)
+for _name in ("RMS_LONGPOLL_PER_PROCESS", "RMS_LONGPOLL_PER_CLIENT", "RMS_LONGPOLL_TOTAL"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 or more (0: no long poll waits).")
+
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
     CSRF_COOKIE_HTTPONLY = False

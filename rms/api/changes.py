@@ -2,7 +2,9 @@
 
 Thin: parse, scope to what the caller may read, read pages through ``rms.changes``. The long poll
 re-reads every POLL_INTERVAL seconds in autocommit (each read a fresh snapshot, no transaction
-held), so a waiting consumer costs one indexed read per interval and holds no lock.
+held), so a waiting consumer costs one indexed read per interval and holds no lock; but it holds
+a request thread, so a poll that would wait takes a slot of ``rms.longpoll`` first (429 when
+none is free).
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import time
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers as drf
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.views import APIView
 
-from rms import changes, events
+from rms import changes, events, longpoll
 from rms.api import openapi
 from rms.api.permissions import ANY_ROLE
 from rms.api.views import namespace_param
@@ -88,6 +90,7 @@ class ChangesView(APIView):
                 },
             ),
             404: openapi.error("No such namespace."),
+            429: openapi.error("Too many polls waiting (with Retry-After)."),
         },
         description="State-changing operations as events, exactly once per consumer.",
     )
@@ -101,13 +104,23 @@ class ChangesView(APIView):
         wait = _number(request, "wait", 0, MAX_WAIT, 0.0, integer=False)
         scope = feed_scope(request)
         deadline = time.monotonic() + wait
-        position = after
-        while True:
-            page = changes.read(position, limit=limit, namespaces=scope, types=types, as_json=True)
-            position = page.next
-            if page.events or page.has_more or time.monotonic() >= deadline:
-                break
-            time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+        page = changes.read(after, limit=limit, namespaces=scope, types=types, as_json=True)
+        position = page.next
+        if not (page.events or page.has_more) and wait > 0:
+            try:
+                with longpoll.slot(request.auth.pk, wait):
+                    while not (page.events or page.has_more) and time.monotonic() < deadline:
+                        time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+                        page = changes.read(
+                            position, limit=limit, namespaces=scope, types=types, as_json=True
+                        )
+                        position = page.next
+            except longpoll.Refused as exc:
+                raise Throttled(
+                    wait=longpoll.RETRY_AFTER,
+                    detail=f"Too many change-feed polls are waiting ({exc.bound} limit); "
+                    "retry later or poll without wait.",
+                ) from exc
         # The events arrive as JSON texts (written by PostgreSQL): spliced, not re-encoded.
         body = (
             '{"results":[' + ",".join(page.events) + '],"next_cursor":'

@@ -12,6 +12,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -382,11 +383,24 @@ class MetricsReader(BasePermission):
         return any(address in net for net in settings.RMS_METRICS_ALLOW_IPS)
 
 
+class FixedContentNegotiation(BaseContentNegotiation):
+    """Ignores ``Accept``: the view's answer has one format whatever a scraper asks for (a
+    Prometheus scraper or ``curl -H 'Accept: text/plain'`` would otherwise be refused with 406 by
+    the JSON-only renderers), and its errors are the contract's JSON."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class PrometheusView(APIView):
     """``GET /metrics``: the Prometheus text exposition (``rms.telemetry``)."""
 
     permission_classes = [MetricsReader]
     throttle_classes: list = []
+    content_negotiation_class = FixedContentNegotiation
 
     @extend_schema(exclude=True)  # operational, outside the API contract
     def get(self, request):

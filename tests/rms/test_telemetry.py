@@ -250,3 +250,46 @@ def test_metrics_sum_every_gunicorn_worker_in_multiprocess_mode(tmp_path, client
             }
             assert values["rms_sessions_ingested_total"] == 12
     assert len(list(folder.glob("*.db"))) >= 2  # both workers wrote their samples
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fresh_deployment_answers_the_text_format_to_an_accept_text_plain_scrape(
+    tmp_path, operator_api
+):
+    """Started as ``make run`` and compose start the web process (gthread workers, the gunicorn
+    hooks, a fresh multiprocess folder, DEBUG off): a scraper that asks for ``text/plain`` (or
+    Prometheus's own Accept header) gets the text exposition; an error stays the contract's JSON
+    whatever the Accept header."""
+    import http.client
+    import json as json_
+
+    from tests.servers import gunicorn
+
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    token = operator_api._credentials["HTTP_AUTHORIZATION"]
+    args = ("-w", "2", "--threads", "4", "-c", "python:rms.gunicorn_conf")
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "DEBUG": "false", "SECRET_KEY": "x" * 50}
+    with gunicorn(tmp_path, args=args, **env) as server:
+
+        def get(headers):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", "/metrics", headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            return resp, data
+
+        for accept in (
+            "text/plain",
+            "text/plain;version=0.0.4",
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+        ):
+            resp, data = get({"Authorization": token, "Accept": accept})
+            assert resp.status == 200, (accept, data)
+            assert resp.getheader("Content-Type").startswith("text/plain; version=0.0.4")
+            assert "rms_sessions_ingested_total" in {name for name, _ in samples(data.decode())}
+        resp, data = get({"Accept": "text/plain"})
+        assert resp.status == 401
+        assert resp.getheader("Content-Type") == "application/json"
+        assert json_.loads(data)["error"]["code"] == "not_authenticated"
