@@ -392,7 +392,9 @@ def snapshot_series(
         series.buckets.append(truncate(row[0]))
         for n, name in enumerate(METRIC_NAMES):
             value = row[1 + 2 * n]
-            series.values[name].append(None if value is None else float(value))
+            # A metric with no data is a JSON null, which key transforms return as SQL NULL or,
+            # on some backends, as the text "null".
+            series.values[name].append(None if value in (None, "null") else float(value))
             series.alert[name].append(row[2 + 2 * n] == metrics.STATE_ALERT)
     cache.set(key, series, METRICS_CACHE_SECONDS)
     return series

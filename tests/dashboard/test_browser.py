@@ -2,7 +2,7 @@
 charts drawn and no console error, pin and bulk-deprecate from the review queue as an admin, be
 refused as an operator.
 
-``RMS_SCREENSHOTS=1`` also writes docs/screenshots/*.png from a realistic data set.
+The documentation screenshots are taken by ``manage.py screenshots`` (dashboard.screenshots).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ ARGS = [
     "--no-first-run",
 ]
 PASSWORD = "pw-dashboard-1"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -197,73 +196,9 @@ def test_keyboard_users_can_skip_to_the_content(page, live_server):
     assert page.evaluate("document.activeElement.id") == "main"
 
 
-# --- screenshots (opt-in) --------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not os.environ.get("RMS_SCREENSHOTS"), reason="set RMS_SCREENSHOTS=1")
-def test_screenshots_of_the_main_pages(chromium, live_server):
-    sc = scenario.build(small=False)
-    scenario.user("maria", "admin", password=PASSWORD)
-    from feedback.models import FeedbackAggregate, FeedbackSession
-
-    # The object with the richest history: reinforced often, with relationships.
-    agg = (
-        FeedbackAggregate.objects.filter(namespace__name="support", object__pinned=False)
-        .order_by("-total_confirmed", "-total_injections")
-        .first()
-    )
-    obj_id = agg.object_id
-    session = (
-        FeedbackSession.objects.filter(namespace_scope=["support"], outcome="SUCCESS")
-        .order_by("-ts")
-        .first()
-    )
-    for s in FeedbackSession.objects.filter(namespace_scope=["support"]).order_by("-ts")[:60]:
-        signals = s.record.get("signals", [])
-        if len(s.record.get("injected_object_ids", [])) >= 6 and len(signals) >= 3:
-            session = s
-            break
-    # Simulations: the latest stability run, two precision runs compared, the benchmark suite.
-    compare = [
-        sc.runs[key].pk
-        for key in (
-            "stability_simulation:42:succeeded",
-            "precision_simulation:3:succeeded",
-            "precision_simulation:42:succeeded",
-            "benchmark_suite:42:succeeded",
-        )
-    ]
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    context = chromium.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    console = Console(page)
-    log_in(page, live_server, "maria")
-    shots = {
-        "overview": "/?namespace=devops&window=7d",
-        "review-queue": "/review/?namespace=devops",
-        "object": f"/objects/{obj_id}/",
-        "session": f"/sessions/{session.pk}/",
-        "sessions": "/sessions/?namespace=support",
-        "tasks": "/tasks/",
-        "simulations": "/simulations/?" + "&".join(f"run={pk}" for pk in compare),
-        "evidence": "/evidence/?namespace=support",
-    }
-    for name, path in shots.items():
-        page.goto(f"{live_server.url}{path}")
-        page.wait_for_load_state("networkidle")
-        for chart in page.locator("[data-chart]").all():
-            chart.locator(".main-svg").first.wait_for()
-        if name == "review-queue":  # show a row's pin form open, as an admin sees it
-            page.locator("tbody tr").nth(1).locator("summary", has_text="Pin").click()
-        page.wait_for_timeout(300)
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert [e for e in console.errors if not re.search("favicon", e)] == []
-
-
 def test_an_admin_adds_a_webhook_sees_its_secret_once_and_sends_a_test(page, live_server, settings):
     """The Webhooks page in Chromium: add an endpoint through the form, read the secret once,
-    send a test event and find its delivery in the log. ``RMS_SCREENSHOTS=1`` saves the page."""
+    send a test event and find its delivery in the log."""
     from delivery.models import WebhookDelivery, WebhookEndpoint
 
     settings.RMS_WEBHOOKS_ALLOW_PRIVATE = True
@@ -288,9 +223,6 @@ def test_an_admin_adds_a_webhook_sees_its_secret_once_and_sends_a_test(page, liv
     row = page.locator(f'tr[data-delivery-id="{delivery.pk}"]')
     assert "webhook.test" in row.inner_text()
     assert "pending" in row.inner_text()
-    if os.environ.get("RMS_SCREENSHOTS"):
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "webhooks.png"), full_page=True)
     page.screenshot(path="/tmp/webhooks.png", full_page=True)
     assert [e for e in page.console.errors if not re.search("favicon", e)] == []
 
