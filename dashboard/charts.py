@@ -210,13 +210,23 @@ def metric_trends(
     data, shapes, annotations = [], [], []
     layout: dict = {}
     x = [_iso(b) for b in buckets]
+    # One-line tick labels without the year, and none drawn past its own chart: Plotly's
+    # default two-line date labels ran into the neighbouring chart's labels.
+    hourly = len(buckets) > 1 and buckets[-1] - buckets[0] <= timedelta(days=2)
+    ticks = {
+        "tickformat": "%H:%M<br>%b %-d" if hourly else "%b %-d",
+        "nticks": 4 if hourly else 6,
+        "ticklabeloverflow": "hide past domain",
+    }
     for k, name in enumerate(names):
         row, col = divmod(k, 2)
         suffix = "" if k == 0 else str(k + 1)
         xa, ya = f"x{suffix}", f"y{suffix}"
         x0, x1 = (0.0, 0.46) if col == 0 else (0.54, 1.0)
         y0, y1 = (0.58, 1.0) if row == 0 else (0.0, 0.40)
-        layout[f"xaxis{suffix}"] = _axis(domain=[x0, x1], anchor=ya, type="date", showgrid=False)
+        layout[f"xaxis{suffix}"] = _axis(
+            domain=[x0, x1], anchor=ya, type="date", showgrid=False, **ticks
+        )
         layout[f"yaxis{suffix}"] = _axis(domain=[y0, y1], anchor=xa, rangemode="tozero")
         # Four decimals are more than a chart shows, and keep the page light.
         ys = [None if v is None else round(v, 4) for v in values.get(name, [])]

@@ -26,6 +26,7 @@ from feedback import metrics
 from feedback import selectors as feedback_selectors
 from feedback.metrics import METRIC_NAMES
 from feedback.models import (
+    Alert,
     FeedbackAggregate,
     FeedbackSession,
     InjectionEvent,
@@ -391,7 +392,9 @@ def snapshot_series(
         series.buckets.append(truncate(row[0]))
         for n, name in enumerate(METRIC_NAMES):
             value = row[1 + 2 * n]
-            series.values[name].append(None if value is None else float(value))
+            # A metric with no data is a JSON null, which key transforms return as SQL NULL or,
+            # on some backends, as the text "null".
+            series.values[name].append(None if value in (None, "null") else float(value))
             series.alert[name].append(row[2 + 2 * n] == metrics.STATE_ALERT)
     cache.set(key, series, METRICS_CACHE_SECONDS)
     return series
@@ -868,10 +871,6 @@ def task_status(ids: list) -> list[dict]:
     ]
 
 
-def last_sweep() -> TaskRun | None:
-    return TaskRun.objects.filter(kind="ignored_sweep").order_by("-created_at").first()
-
-
 def sweep_decisions(namespace: Namespace, limit: int = 12) -> list[dict]:
     """The newest IGNORED_CHECK decisions in a namespace (the ``op_ns_type_ts`` index)."""
     rows = (
@@ -922,3 +921,12 @@ def object_events(obj, limit: int = 20) -> list[dict]:
 
 def alert_history(namespace, limit: int = 8) -> list:
     return list(feedback_selectors.alerts(namespace=namespace)[:limit])
+
+
+def open_alerts(namespace) -> dict[str, Alert]:
+    """The namespace's open alert of each metric (at most one each: the snapshot opens one only
+    when none is open)."""
+    return {
+        a.metric: a
+        for a in feedback_selectors.alerts(namespace=namespace, state=Alert.OPEN).reverse()
+    }

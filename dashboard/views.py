@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from datetime import timedelta
 from functools import cache as memoize
 from pathlib import Path
@@ -21,7 +22,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import charts, forms, selectors
+from dashboard import charts, forms, selectors, text
 from dashboard.permissions import ADMINS, ANY_ROLE, OPERATORS, dashboard_view, pick_namespace
 from delivery import selectors as delivery_selectors
 from delivery import services as delivery_services
@@ -129,6 +130,8 @@ def overview(request):
         if span is None
         else series.since(now - max(span, timedelta(days=1)))
     )
+    # The alert records are the one source for "since when": the history card lists them too.
+    open_alerts = selectors.open_alerts(current)
     cards = []
     for name_ in metrics.METRIC_NAMES:
         m = current_health.evaluated[name_]
@@ -142,6 +145,7 @@ def overview(request):
                 "sparkline": charts.sparkline_path(spark.values.get(name_, []), m["threshold"]),
                 "alert_since": since,
                 "alert_before_history": before_history,
+                "open_alert": open_alerts.get(name_),
             }
         )
     warning_codes = {w["code"] for w in current_health.warnings}
@@ -400,7 +404,7 @@ def _object_action(request, object_id, action) -> HttpResponseRedirect:
     except (DomainError, policy.PolicyError) as exc:
         messages.error(request, exc.message)
         return _back(request, fallback)
-    messages.success(request, f"{done} “{obj.content[:60]}”")
+    messages.success(request, f"{done} “{text.shorten(obj.content, 60)}”")
     return _back(request, fallback)
 
 
@@ -538,7 +542,6 @@ def tasks(request):
     rows = _run_rows(page)
     active = [str(r["run"].pk) for r in rows if r["run"].state in (TaskRun.QUEUED, TaskRun.RUNNING)]
     namespaces = list(access.namespaces())
-    sweep = selectors.last_sweep()
     sweep_ns = None
     if namespaces:
         name = request.GET.get("sweep_namespace")
@@ -552,6 +555,11 @@ def tasks(request):
         d["reasons_text"] = "; ".join(
             [f"exempt: {exempt}"] * bool(exempt) + list(p.get("reasons") or [])
         )
+        d["decision"] = "penalised" if p.get("applied") else "exempt" if exempt else "not penalised"
+    # The summary above the table counts the rows of the table itself: the decisions come from
+    # the sweep after each session as well as from ignored_sweep runs, so a run's own counts
+    # would contradict them.
+    decided = Counter(d["decision"] for d in decisions)
     forms_ = []
     for k, spec in kinds:
         params = [
@@ -578,9 +586,13 @@ def tasks(request):
         "rows": rows,
         "active": active,
         "namespaces": namespaces,
-        "sweep": sweep,
         "sweep_namespace": sweep_ns,
         "decisions": decisions,
+        "decided": {
+            "penalised": decided["penalised"],
+            "exempt": decided["exempt"],
+            "not_penalised": decided["not penalised"],
+        },
         "is_admin": access.is_admin,
     }
     return render(request, "dashboard/tasks.html", context)

@@ -3,6 +3,7 @@ state labels (colour and text), sortable headers and URLs that keep their filter
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from django import template
@@ -13,6 +14,9 @@ from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 register = template.Library()
+
+#: Two digit runs joined by an underscore in a result key: a decimal number.
+DECIMAL_IN_KEY = re.compile(r"(?<![0-9A-Za-z])([0-9]+)_([0-9]+)(?![0-9A-Za-z])")
 
 STATE_LABELS = {"ok": "OK", "alert": "Alert", "no_data": "No data"}
 STATE_ICONS = {"ok": "✓", "alert": "!", "no_data": "–"}
@@ -99,7 +103,9 @@ def short_hash(value: str, n: int = 10) -> str:
 
 @register.filter
 def humanize_key(value: str) -> str:
-    return str(value).replace("_", " ")
+    """``single_from_0_06`` → ``single from 0.06``: digits joined by ``_`` are a number (result
+    keys cannot hold a dot), the other underscores are spaces."""
+    return DECIMAL_IN_KEY.sub(r"\1.\2", str(value)).replace("_", " ")
 
 
 @register.simple_tag

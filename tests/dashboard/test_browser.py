@@ -2,13 +2,14 @@
 charts drawn and no console error, pin and bulk-deprecate from the review queue as an admin, be
 refused as an operator.
 
-``RMS_SCREENSHOTS=1`` also writes docs/screenshots/*.png from a realistic data set.
+The documentation screenshots are taken by ``manage.py screenshots`` (dashboard.screenshots).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,6 @@ ARGS = [
     "--no-first-run",
 ]
 PASSWORD = "pw-dashboard-1"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -196,73 +196,9 @@ def test_keyboard_users_can_skip_to_the_content(page, live_server):
     assert page.evaluate("document.activeElement.id") == "main"
 
 
-# --- screenshots (opt-in) --------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not os.environ.get("RMS_SCREENSHOTS"), reason="set RMS_SCREENSHOTS=1")
-def test_screenshots_of_the_main_pages(chromium, live_server):
-    sc = scenario.build(small=False)
-    scenario.user("maria", "admin", password=PASSWORD)
-    from feedback.models import FeedbackAggregate, FeedbackSession
-
-    # The object with the richest history: reinforced often, with relationships.
-    agg = (
-        FeedbackAggregate.objects.filter(namespace__name="support", object__pinned=False)
-        .order_by("-total_confirmed", "-total_injections")
-        .first()
-    )
-    obj_id = agg.object_id
-    session = (
-        FeedbackSession.objects.filter(namespace_scope=["support"], outcome="SUCCESS")
-        .order_by("-ts")
-        .first()
-    )
-    for s in FeedbackSession.objects.filter(namespace_scope=["support"]).order_by("-ts")[:60]:
-        signals = s.record.get("signals", [])
-        if len(s.record.get("injected_object_ids", [])) >= 6 and len(signals) >= 3:
-            session = s
-            break
-    # Simulations: the latest stability run, two precision runs compared, the benchmark suite.
-    compare = [
-        sc.runs[key].pk
-        for key in (
-            "stability_simulation:42:succeeded",
-            "precision_simulation:3:succeeded",
-            "precision_simulation:42:succeeded",
-            "benchmark_suite:42:succeeded",
-        )
-    ]
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    context = chromium.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    console = Console(page)
-    log_in(page, live_server, "maria")
-    shots = {
-        "overview": "/?namespace=devops&window=7d",
-        "review-queue": "/review/?namespace=devops",
-        "object": f"/objects/{obj_id}/",
-        "session": f"/sessions/{session.pk}/",
-        "sessions": "/sessions/?namespace=support",
-        "tasks": "/tasks/",
-        "simulations": "/simulations/?" + "&".join(f"run={pk}" for pk in compare),
-        "evidence": "/evidence/?namespace=support",
-    }
-    for name, path in shots.items():
-        page.goto(f"{live_server.url}{path}")
-        page.wait_for_load_state("networkidle")
-        for chart in page.locator("[data-chart]").all():
-            chart.locator(".main-svg").first.wait_for()
-        if name == "review-queue":  # show a row's pin form open, as an admin sees it
-            page.locator("tbody tr").nth(1).locator("summary", has_text="Pin").click()
-        page.wait_for_timeout(300)
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    context.close()
-    assert [e for e in console.errors if not re.search("favicon", e)] == []
-
-
 def test_an_admin_adds_a_webhook_sees_its_secret_once_and_sends_a_test(page, live_server, settings):
     """The Webhooks page in Chromium: add an endpoint through the form, read the secret once,
-    send a test event and find its delivery in the log. ``RMS_SCREENSHOTS=1`` saves the page."""
+    send a test event and find its delivery in the log."""
     from delivery.models import WebhookDelivery, WebhookEndpoint
 
     settings.RMS_WEBHOOKS_ALLOW_PRIVATE = True
@@ -287,8 +223,107 @@ def test_an_admin_adds_a_webhook_sees_its_secret_once_and_sends_a_test(page, liv
     row = page.locator(f'tr[data-delivery-id="{delivery.pk}"]')
     assert "webhook.test" in row.inner_text()
     assert "pending" in row.inner_text()
-    if os.environ.get("RMS_SCREENSHOTS"):
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "webhooks.png"), full_page=True)
     page.screenshot(path="/tmp/webhooks.png", full_page=True)
     assert [e for e in page.console.errors if not re.search("favicon", e)] == []
+
+
+# --- layout: nothing cut, nothing overlapping -------------------------------------------------
+
+
+def _alert_history(ns, flips: int = 5):
+    """``flips`` alerts raised and resolved on the unused injection rate, the last still open:
+    written by the service the 24 h snapshots call."""
+    from django.utils import timezone
+
+    from feedback import alerts
+    from feedback.selectors import namespace_metrics
+
+    evaluated = namespace_metrics(ns)["metrics"]
+    now = timezone.now().replace(microsecond=0)
+    for k in range(flips * 2 - 1):
+        state = "alert" if k % 2 == 0 else "ok"
+        evaluated["unused_injection_rate"].update(state=state, value=0.61 if k % 2 == 0 else 0.5)
+        at = now - timedelta(hours=6 * (flips * 2 - k)) + timedelta(minutes=4)
+        alerts.alerts_apply(namespace_id=ns.pk, evaluated=evaluated, window={"hours": 24}, at=at)
+
+
+OVERFLOWING = """(selector) => [...document.querySelectorAll(selector)]
+    .filter((el) => el.scrollWidth > el.clientWidth + 1)
+    .map((el) => `${el.className}: ${el.scrollWidth} > ${el.clientWidth}`)"""
+
+
+TICKS_OUTSIDE_THEIR_CHART = """(selector) => {
+    const div = document.querySelector(selector).querySelector(".js-plotly-plot") ||
+        document.querySelector(selector);
+    const left = div.getBoundingClientRect().left;
+    const out = [];
+    for (const [name, axis] of Object.entries(div._fullLayout)) {
+        if (!/^xaxis[0-9]*$/.test(name)) continue;
+        const id = axis._id;
+        for (const t of div.querySelectorAll(`.xaxislayer-above .${id}tick text`)) {
+            const box = t.getBoundingClientRect();
+            if (!box.width || getComputedStyle(t).display === "none") continue;
+            const x0 = box.left - left, x1 = box.right - left;
+            if (x0 < axis._offset - 2 || x1 > axis._offset + axis._length + 2)
+                out.push(`${id}: ${t.textContent}`);
+        }
+    }
+    return out;
+}"""
+
+
+def test_the_alert_history_and_metric_trends_fit_their_cards(page, live_server):
+    from django.utils import timezone
+
+    from feedback.models import MetricSnapshot
+    from feedback.selectors import namespace_metrics
+    from rms.models import Namespace
+
+    review_data()
+    ns = Namespace.objects.get(name="support")
+    evaluated = namespace_metrics(ns)["metrics"]
+    now = timezone.now()
+    MetricSnapshot.objects.bulk_create(
+        MetricSnapshot(
+            namespace=ns, ts=now - timedelta(hours=h), window_hours=24, metrics=evaluated
+        )
+        for h in range(30, -1, -1)
+    )
+    _alert_history(ns)
+    scenario.user("otto", "operator", password=PASSWORD)
+    log_in(page, live_server, "otto")
+    for window, width in (("24h", 1440), ("24h", 1000), ("all", 1440), ("all", 1000)):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/?namespace=support&window={window}")
+        page.wait_for_selector("[data-chart='chart-trend'] .main-svg")
+        assert page.locator(".alert-history tbody tr").count() >= 5
+        assert page.evaluate(OVERFLOWING, ".alert-history, .alert-history .table-wrap") == []
+        # Every column, For included, is inside the card.
+        card = page.locator(".alert-history").bounding_box()
+        for th in page.locator(".alert-history thead th").all():
+            box = th.bounding_box()
+            assert box["x"] + box["width"] <= card["x"] + card["width"] + 1, th.inner_text()
+        # Each small multiple's date labels stay under its own chart, so none runs into the
+        # neighbour's ("Dec 6, 2026Dec 5, 2026").
+        outside = page.evaluate(TICKS_OUTSIDE_THEIR_CHART, "[data-chart='chart-trend']")
+        assert outside == [], (window, width)
+    assert page.console.errors == []
+
+
+def test_evidence_rows_and_webhook_inputs_are_drawn_like_the_rest(page, live_server):
+    make_namespace("support")
+    scenario.user("wanda", "admin", password=PASSWORD)
+    log_in(page, live_server, "wanda")
+    page.goto(f"{live_server.url}/evidence/?namespace=support")
+    # The last row of a table has no bottom border, in its header cell as in its data cells.
+    widths = page.evaluate(
+        """() => [...document.querySelectorAll('tbody tr:last-child > *')]
+            .map((c) => getComputedStyle(c).borderBottomWidth)"""
+    )
+    assert widths and set(widths) == {"0px"}
+    page.goto(f"{live_server.url}/webhooks/")
+    style = """(el) => { const s = getComputedStyle(el);
+        return [s.borderTopColor, s.borderRadius, s.minHeight]; }"""
+    select = page.locator("select").first.evaluate(style)
+    for label in ("URL", "Description"):
+        assert page.get_by_label(label).evaluate(style) == select, label

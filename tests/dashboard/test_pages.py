@@ -313,7 +313,7 @@ def test_session_page_links_injections_signals_and_changes(operator, history):
 def test_tasks_empty_state(operator, namespaces):
     html = login(operator).get("/tasks/").content.decode()
     assert "No task runs yet" in html
-    assert "No sweep has run yet" in html
+    assert "No sweep decision in billing yet" in html
 
 
 def test_operator_starts_a_task_from_the_form(

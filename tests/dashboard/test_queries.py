@@ -20,17 +20,17 @@ pytestmark = pytest.mark.django_db
 #: page → queries: 3 for the login, then the page's own (see each view).
 PAGES = {
     # namespaces, objects and aggregates binned (2), the window's sessions and injections (2),
-    # the snapshot series, the alert history
-    "/": 10,
+    # the snapshot series, the alert history, the open alerts
+    "/": 11,
     # + the daily snapshot series of the "all" window
-    "/?window=all": 11,
+    "/?window=all": 12,
     # namespaces, count, page, tokens spent of the page
     "/review/?namespace=support": 6,
     "/review/?namespace=support&sort=tokens&dir=desc": 6,
     # namespaces, count, page, its sessions, injections and signals of the page
     "/sessions/?namespace=support": 9,
-    # runs page (count, rows), namespaces, last sweep, its decisions
-    "/tasks/": 8,
+    # runs page (count, rows), namespaces, the sweep decisions
+    "/tasks/": 7,
     # count, rows, latest run of each of the 3 kinds
     "/simulations/": 8,
     # namespaces, relationships, evidence operations
@@ -94,7 +94,7 @@ def test_cached_overview_reads_only_what_is_not_cached(
     c = login(admin)
     grow(1)
     c.get("/")
-    # login (3), the namespaces and the alert history: health, histograms and snapshot series
-    # are cached.
-    with django_assert_num_queries(5):
+    # login (3), the namespaces, the alert history and the open alerts: health, histograms and
+    # snapshot series are cached.
+    with django_assert_num_queries(6):
         c.get("/")
