@@ -1,0 +1,286 @@
+"""OTLP ingestion services: receive an export's spans, assemble a complete trace into a session.
+
+``spans_receive`` — one transaction: the export's spans about memory (and its root spans) are
+stored under their trace's row, locked in primary-key order, so a span that got a 200 is durable
+before the answer leaves. Spans for a trace already written are refused (``trace_closed``),
+except a re-export of spans it already holds, which adds nothing. A trace whose root span has
+arrived is queued for assembly after commit; a broker outage only delays it (beat's flush).
+
+``trace_assemble`` — claims an open trace with a compare-and-swap, builds the session body
+(``otlp.mapping``) and records it through the same ingestion service as
+``POST /feedback-sessions`` (``feedback.ingest``), whose request id is derived from the trace:
+running it twice stores one session. ``traces_flush`` (beat) assembles the traces that are
+complete or quiet, and re-opens claims left by a worker that died.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from feedback import ingest
+from feedback.api.views import count_ingested, session_item
+from otlp import mapping, telemetry
+from otlp.models import OtlpSpan, OtlpTrace
+from rms.errors import DomainError
+from rms.models import ApiClient, MemoryObject, Namespace
+
+logger = logging.getLogger(__name__)
+
+#: An ``assembling`` claim older than this belonged to a worker that died: it is re-opened.
+STALE_CLAIM = timedelta(minutes=10)
+#: Traces one flush assembles at most (the next beat takes the rest).
+FLUSH_BATCH = 500
+
+
+@dataclass
+class Receipt:
+    received: int = 0
+    mapped: int = 0
+    rejected: Counter = field(default_factory=Counter)
+
+    @property
+    def rejected_count(self) -> int:
+        return sum(self.rejected.values())
+
+    def message(self) -> str:
+        if not self.rejected:
+            return ""
+        reasons = ", ".join(f"{reason} ({n})" for reason, n in sorted(self.rejected.items()))
+        return f"{self.rejected_count} span(s) rejected: {reasons}. See docs/OTEL.md."
+
+
+def spans_receive(*, client: ApiClient, message) -> Receipt:
+    """Store the spans of one decoded ExportTraceServiceRequest; one transaction. Returns the
+    counts the OTLP answer reports (``partial_success``)."""
+    receipt = Receipt()
+    spans: list[mapping.SpanFacts] = []
+    for resource_spans in message.resource_spans:
+        resource = mapping.attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                receipt.received += 1
+                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                    receipt.rejected["invalid_span"] += 1
+                    continue
+                facts = mapping.extract(span, resource)
+                if facts is not None:
+                    spans.append(facts)
+    kept = _resolve(client, spans, receipt)
+    if kept:
+        _store(client, kept, receipt)
+    _count(receipt)
+    return receipt
+
+
+def _count(receipt: Receipt) -> None:
+    telemetry.SPANS_RECEIVED.inc(receipt.received)
+    telemetry.SPANS_MAPPED.inc(receipt.mapped)
+    for reason, n in receipt.rejected.items():
+        telemetry.SPANS_REJECTED.labels(reason).inc(n)
+
+
+@dataclass
+class _Kept:
+    facts: mapping.SpanFacts
+    namespace: str | None
+    stored: dict
+
+
+def _resolve(client: ApiClient, spans: list[mapping.SpanFacts], receipt: Receipt) -> list[_Kept]:
+    """Each span's namespace and objects; spans about memory that cannot be used are rejected
+    with a reason, root spans that are not about memory are kept for their facts only."""
+    relevant = [s for s in spans if s.relevant or s.errors]
+    linked = sorted(client.linked_namespace_names) if relevant else []
+    names = {s.namespace for s in relevant if s.namespace}
+    if client.sees_all_namespaces and names:
+        allowed = set(Namespace.objects.filter(name__in=names).values_list("name", flat=True))
+    else:
+        allowed = set(linked)
+    refs = {ref: mapping.as_uuid(ref) for ref in mapping.references(relevant)}
+    uuids = {u for u in refs.values() if u is not None}
+    found = dict(
+        MemoryObject.objects.filter(pk__in=uuids).values_list("pk", "namespace__name")
+        if uuids
+        else ()
+    )
+    kept: list[_Kept] = []
+    for facts in spans:
+        if not (facts.relevant or facts.errors):
+            kept.append(_Kept(facts, None, mapping.facts_to_json(facts, {})))
+            continue
+        namespace = facts.namespace or (linked[0] if len(linked) == 1 else None)
+        if namespace is None:
+            receipt.rejected["no_namespace"] += 1
+            continue
+        if namespace not in allowed:
+            receipt.rejected["unknown_namespace"] += 1
+            continue
+        objects = {
+            ref: str(u) for ref, u in refs.items() if u is not None and found.get(u) == namespace
+        }
+        stored = mapping.facts_to_json(facts, objects)
+        if not (stored["docs"] or stored["signals"] or stored["output"] is not None):
+            reason = "unknown_object" if facts.docs or facts.signals else facts.errors[0]
+            receipt.rejected[reason] += 1
+            continue
+        kept.append(_Kept(facts, namespace, stored))
+    return kept
+
+
+def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
+    now = timezone.now()
+    trace_ids = sorted({k.facts.trace_id for k in kept})
+    complete: list[int] = []
+    with transaction.atomic():
+        OtlpTrace.objects.bulk_create(
+            [
+                OtlpTrace(client=client, trace_id=t, first_span_at=now, last_span_at=now)
+                for t in trace_ids
+            ],
+            ignore_conflicts=True,
+        )
+        traces = {
+            t.trace_id: t
+            for t in OtlpTrace.objects.filter(client=client, trace_id__in=trace_ids)
+            .order_by("pk")
+            .select_for_update(of=("self",))
+        }
+        closed = [t.pk for t in traces.values() if t.state != OtlpTrace.OPEN]
+        held = set(
+            OtlpSpan.objects.filter(trace_id__in=closed).values_list("trace_id", "span_id")
+            if closed
+            else ()
+        )
+        rows: list[OtlpSpan] = []
+        touched: set[str] = set()
+        for k in kept:
+            trace = traces[k.facts.trace_id]
+            about_memory = k.namespace is not None
+            if trace.state != OtlpTrace.OPEN:
+                if about_memory and (trace.pk, k.facts.span_id) not in held:
+                    receipt.rejected["trace_closed"] += 1
+                continue
+            if about_memory:
+                if trace.namespace and trace.namespace != k.namespace:
+                    receipt.rejected["namespace_mismatch"] += 1
+                    continue
+                trace.namespace = k.namespace
+                trace.has_facts = True
+                receipt.mapped += 1
+            trace.root_ended = trace.root_ended or k.facts.is_root
+            trace.last_span_at = now
+            touched.add(trace.trace_id)
+            rows.append(
+                OtlpSpan(trace=trace, span_id=k.facts.span_id, facts=k.stored, received_at=now)
+            )
+        OtlpSpan.objects.bulk_create(rows, ignore_conflicts=True)
+        changed = [traces[t] for t in sorted(touched)]
+        OtlpTrace.objects.bulk_update(
+            changed, ["namespace", "has_facts", "root_ended", "last_span_at"]
+        )
+        complete = [t.pk for t in changed if t.root_ended and t.has_facts]
+        if complete:
+            # robust: the spans are committed whatever happens to the broker; beat's flush
+            # assembles a complete trace whose message was lost.
+            transaction.on_commit(lambda: _enqueue(complete), robust=True)
+
+
+def _enqueue(trace_pks: list[int]) -> None:
+    from otlp.tasks import assemble_trace
+
+    for pk in trace_pks:
+        assemble_trace.apply_async((pk,), retry=True, retry_policy=_PUBLISH_RETRY)
+
+
+_PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+
+
+def trace_assemble(*, trace_pk: int) -> str | None:
+    """Write the session of one trace, once. Claims the trace (``open`` → ``assembling``, a
+    compare-and-swap: a second call, or a redelivered message, finds nothing to claim); the
+    session goes through ``feedback.ingest`` in its own transaction; then the trace is marked
+    ``done`` (or ``failed`` with the refusal). A crash in between leaves an ``assembling`` claim
+    that ``traces_flush`` re-opens; the re-run answers from the stored session (same request
+    id, same body). Returns the trace's new state, or None when there was nothing to claim."""
+    now = timezone.now()
+    claimed = OtlpTrace.objects.filter(pk=trace_pk, state=OtlpTrace.OPEN).update(
+        state=OtlpTrace.ASSEMBLING, claimed_at=now
+    )
+    if not claimed:
+        return None
+    try:
+        return _assemble(OtlpTrace.objects.select_related("client").get(pk=trace_pk))
+    except Exception:
+        OtlpTrace.objects.filter(pk=trace_pk, state=OtlpTrace.ASSEMBLING).update(
+            state=OtlpTrace.OPEN, claimed_at=None
+        )
+        raise
+
+
+def _assemble(trace: OtlpTrace) -> str:
+    spans = [
+        mapping.facts_from_json(trace.trace_id, span_id, facts)
+        for span_id, facts in trace.spans.values_list("span_id", "facts")
+    ]
+    objects = {ref: ref for ref in mapping.references(spans)}
+    body = None
+    if trace.namespace:
+        body = mapping.session_body(
+            trace_id=trace.trace_id, namespace=trace.namespace, spans=spans, objects=objects
+        )
+    if body is None:
+        telemetry.TRACES_WRITTEN.labels("empty").inc()
+        return _finish(trace, OtlpTrace.DONE)
+    item = session_item(body)
+    error = item.error
+    if error is None:
+        status, answer = ingest.record_one(
+            client=trace.client, data=item.data, body_hash=item.body_hash
+        )
+        if isinstance(answer, DomainError):
+            error = answer
+        else:
+            count_ingested([(status, answer)])
+            telemetry.TRACES_WRITTEN.labels("session").inc()
+            return _finish(trace, OtlpTrace.DONE, session_id=answer["id"])
+    logger.warning("otlp: trace %s refused: %s", trace.trace_id, error.message)
+    telemetry.TRACES_WRITTEN.labels("failed").inc()
+    fields = f" {error.fields}" if error.fields else ""
+    return _finish(trace, OtlpTrace.FAILED, error=f"{error.code}: {error.message}{fields}")
+
+
+def _finish(trace: OtlpTrace, state: str, *, session_id=None, error: str = "") -> str:
+    OtlpTrace.objects.filter(pk=trace.pk, state=OtlpTrace.ASSEMBLING).update(
+        state=state, session_id=session_id, error=error[:2000], finished_at=timezone.now()
+    )
+    return state
+
+
+def traces_flush(*, now: datetime | None = None) -> int:
+    """Assemble the open traces that are complete (root span arrived) or quiet (no span for
+    ``RMS_OTLP_QUIET_SECONDS``), oldest first, at most FLUSH_BATCH; re-open stale claims first.
+    Each trace is its own claim and transaction. Returns how many were assembled."""
+    now = now or timezone.now()
+    OtlpTrace.objects.filter(state=OtlpTrace.ASSEMBLING, claimed_at__lt=now - STALE_CLAIM).update(
+        state=OtlpTrace.OPEN, claimed_at=None
+    )
+    quiet = now - timedelta(seconds=settings.RMS_OTLP_QUIET_SECONDS)
+    due = list(
+        OtlpTrace.objects.filter(state=OtlpTrace.OPEN)
+        .filter(Q(root_ended=True, has_facts=True) | Q(last_span_at__lte=quiet))
+        .order_by("last_span_at", "pk")
+        .values_list("pk", flat=True)[:FLUSH_BATCH]
+    )
+    done = 0
+    for pk in due:
+        if trace_assemble(trace_pk=pk) is not None:
+            done += 1
+    return done
