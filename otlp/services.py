@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 #: An ``assembling`` claim older than this belonged to a worker that died: it is re-opened.
 STALE_CLAIM = timedelta(minutes=10)
 #: Traces one flush assembles at most (the next beat takes the rest).
-FLUSH_BATCH = 500
+FLUSH_LIMIT = 5000
 
 
 @dataclass
@@ -194,67 +194,89 @@ def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
 
 
 def _enqueue(trace_pks: list[int]) -> None:
-    from otlp.tasks import assemble_trace
+    """One message for the traces an export completed (a 512-span export may complete 100)."""
+    from otlp.tasks import assemble_traces
 
-    for pk in trace_pks:
-        assemble_trace.apply_async((pk,), retry=True, retry_policy=_PUBLISH_RETRY)
+    assemble_traces.apply_async((trace_pks,), retry=True, retry_policy=_PUBLISH_RETRY)
 
 
 _PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 
 
 def trace_assemble(*, trace_pk: int) -> str | None:
-    """Write the session of one trace, once. Claims the trace (``open`` → ``assembling``, a
-    compare-and-swap: a second call, or a redelivered message, finds nothing to claim); the
-    session goes through ``feedback.ingest`` in its own transaction; then the trace is marked
-    ``done`` (or ``failed`` with the refusal). A crash in between leaves an ``assembling`` claim
-    that ``traces_flush`` re-opens; the re-run answers from the stored session (same request
-    id, same body). Returns the trace's new state, or None when there was nothing to claim."""
+    """Write the session of one trace, once (``traces_assemble`` of one). Returns the trace's
+    new state, or None when there was nothing to claim."""
+    states = traces_assemble(trace_pks=[trace_pk])
+    return states.get(trace_pk)
+
+
+def traces_assemble(*, trace_pks: list[int]) -> dict[int, str]:
+    """Write the sessions of these traces, each once. Each trace is claimed with a
+    compare-and-swap (``open`` → ``assembling``: a second call, or a redelivered message, finds
+    nothing to claim); their bodies go through ``feedback.ingest.record_sessions`` — the batch
+    endpoint's service, one transaction a chunk of ``ingest.MAX_BATCH`` — then each trace is
+    marked ``done`` (with its session, or none when it had nothing to record) or ``failed`` with
+    the refusal. A crash in between leaves ``assembling`` claims that ``traces_flush``
+    re-opens; the re-run answers from the stored sessions (same request ids, same bodies).
+    Returns the new state of each trace claimed."""
     now = timezone.now()
-    claimed = OtlpTrace.objects.filter(pk=trace_pk, state=OtlpTrace.OPEN).update(
-        state=OtlpTrace.ASSEMBLING, claimed_at=now
-    )
-    if not claimed:
-        return None
-    try:
-        return _assemble(OtlpTrace.objects.select_related("client").get(pk=trace_pk))
-    except Exception:
-        OtlpTrace.objects.filter(pk=trace_pk, state=OtlpTrace.ASSEMBLING).update(
-            state=OtlpTrace.OPEN, claimed_at=None
+    claimed = [
+        pk
+        for pk in trace_pks
+        if OtlpTrace.objects.filter(pk=pk, state=OtlpTrace.OPEN).update(
+            state=OtlpTrace.ASSEMBLING, claimed_at=now
         )
-        raise
-
-
-def _assemble(trace: OtlpTrace) -> str:
-    spans = [
-        mapping.facts_from_json(trace.trace_id, span_id, facts)
-        for span_id, facts in trace.spans.values_list("span_id", "facts")
     ]
-    objects = {ref: ref for ref in mapping.references(spans)}
-    body = None
-    if trace.namespace:
-        body = mapping.session_body(
-            trace_id=trace.trace_id, namespace=trace.namespace, spans=spans, objects=objects
-        )
-    if body is None:
-        telemetry.TRACES_WRITTEN.labels("empty").inc()
-        return _finish(trace, OtlpTrace.DONE)
-    item = session_item(body)
-    error = item.error
-    if error is None:
-        status, answer = ingest.record_one(
-            client=trace.client, data=item.data, body_hash=item.body_hash
-        )
-        if isinstance(answer, DomainError):
-            error = answer
+    states: dict[int, str] = {}
+    for start in range(0, len(claimed), ingest.MAX_BATCH):
+        chunk = claimed[start : start + ingest.MAX_BATCH]
+        try:
+            states.update(_assemble(chunk))
+        except Exception:
+            OtlpTrace.objects.filter(pk__in=claimed, state=OtlpTrace.ASSEMBLING).update(
+                state=OtlpTrace.OPEN, claimed_at=None
+            )
+            raise
+    return states
+
+
+def _assemble(pks: list[int]) -> dict[int, str]:
+    traces = {t.pk: t for t in OtlpTrace.objects.select_related("client").filter(pk__in=pks)}
+    spans: dict[int, list[mapping.SpanFacts]] = {pk: [] for pk in traces}
+    for trace_pk, span_id, facts in OtlpSpan.objects.filter(trace_id__in=pks).values_list(
+        "trace_id", "span_id", "facts"
+    ):
+        spans[trace_pk].append(mapping.facts_from_json(traces[trace_pk].trace_id, span_id, facts))
+    states: dict[int, str] = {}
+    by_client: dict[int, list[tuple[OtlpTrace, ingest.Item]]] = {}
+    for pk in pks:
+        trace = traces[pk]
+        body = None
+        if trace.namespace:
+            objects = {ref: ref for ref in mapping.references(spans[pk])}
+            body = mapping.session_body(
+                trace_id=trace.trace_id, namespace=trace.namespace, spans=spans[pk], objects=objects
+            )
+        if body is None:
+            telemetry.TRACES_WRITTEN.labels("empty").inc()
+            states[pk] = _finish(trace, OtlpTrace.DONE)
         else:
-            count_ingested([(status, answer)])
-            telemetry.TRACES_WRITTEN.labels("session").inc()
-            return _finish(trace, OtlpTrace.DONE, session_id=answer["id"])
-    logger.warning("otlp: trace %s refused: %s", trace.trace_id, error.message)
-    telemetry.TRACES_WRITTEN.labels("failed").inc()
-    fields = f" {error.fields}" if error.fields else ""
-    return _finish(trace, OtlpTrace.FAILED, error=f"{error.code}: {error.message}{fields}")
+            by_client.setdefault(trace.client_id, []).append((trace, session_item(body)))
+    for pairs in by_client.values():
+        client = pairs[0][0].client
+        answers = ingest.record_sessions(client=client, items=[item for _, item in pairs])
+        count_ingested([a for a in answers if not isinstance(a[1], DomainError)])
+        for (trace, _), (_, answer) in zip(pairs, answers, strict=True):
+            if isinstance(answer, DomainError):
+                logger.warning("otlp: trace %s refused: %s", trace.trace_id, answer.message)
+                telemetry.TRACES_WRITTEN.labels("failed").inc()
+                fields = f" {answer.fields}" if answer.fields else ""
+                error = f"{answer.code}: {answer.message}{fields}"
+                states[trace.pk] = _finish(trace, OtlpTrace.FAILED, error=error)
+            else:
+                telemetry.TRACES_WRITTEN.labels("session").inc()
+                states[trace.pk] = _finish(trace, OtlpTrace.DONE, session_id=answer["id"])
+    return states
 
 
 def _finish(trace: OtlpTrace, state: str, *, session_id=None, error: str = "") -> str:
@@ -266,8 +288,8 @@ def _finish(trace: OtlpTrace, state: str, *, session_id=None, error: str = "") -
 
 def traces_flush(*, now: datetime | None = None) -> int:
     """Assemble the open traces that are complete (root span arrived) or quiet (no span for
-    ``RMS_OTLP_QUIET_SECONDS``), oldest first, at most FLUSH_BATCH; re-open stale claims first.
-    Each trace is its own claim and transaction. Returns how many were assembled."""
+    ``RMS_OTLP_QUIET_SECONDS``), oldest first, at most FLUSH_LIMIT a call (the next beat takes
+    the rest); re-open stale claims first. Returns how many traces were assembled."""
     now = now or timezone.now()
     OtlpTrace.objects.filter(state=OtlpTrace.ASSEMBLING, claimed_at__lt=now - STALE_CLAIM).update(
         state=OtlpTrace.OPEN, claimed_at=None
@@ -277,10 +299,6 @@ def traces_flush(*, now: datetime | None = None) -> int:
         OtlpTrace.objects.filter(state=OtlpTrace.OPEN)
         .filter(Q(root_ended=True, has_facts=True) | Q(last_span_at__lte=quiet))
         .order_by("last_span_at", "pk")
-        .values_list("pk", flat=True)[:FLUSH_BATCH]
+        .values_list("pk", flat=True)[:FLUSH_LIMIT]
     )
-    done = 0
-    for pk in due:
-        if trace_assemble(trace_pk=pk) is not None:
-            done += 1
-    return done
+    return len(traces_assemble(trace_pks=due))

@@ -21,9 +21,9 @@ TRANSIENT = (OperationalError, InterfaceError)
     soft_time_limit=120,
     time_limit=180,
 )
-def assemble_trace(trace_pk: int) -> str | None:
-    """Write the session of one complete trace (queued after the export that completed it)."""
-    return services.trace_assemble(trace_pk=int(trace_pk))
+def assemble_traces(trace_pks: list[int]) -> int:
+    """Write the sessions of the traces an export completed (queued after its commit)."""
+    return len(services.traces_assemble(trace_pks=[int(pk) for pk in trace_pks]))
 
 
 @shared_task(
