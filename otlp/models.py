@@ -2,7 +2,7 @@
 
 A span that got a 200 is in ``OtlpSpan`` (committed before the answer); its trace's row says
 whether the trace may still grow (``open``), is being written (``assembling``), or was written
-(``done``, with the session it became, or none when it had nothing to record) or refused
+(``done``: its session written, or nothing to record) or refused
 (``failed``, with the reason). Only spans about memory and root spans are stored.
 """
 
@@ -24,21 +24,21 @@ class OtlpTrace(models.Model):
     last_span_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    session = models.ForeignKey(
-        "feedback.FeedbackSession",
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        db_constraint=False,
-    )
+    #: The request id of the trace's session (``otlp.mapping.request_id``), set with the
+    #: namespace: the dashboard finds a session's trace by it.
+    request_id = models.CharField(max_length=200, blank=True, default="")
+    #: The compare-and-swap token of the assembly that claimed the trace.
+    claim = models.CharField(max_length=32, blank=True, default="")
     error = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["client", "trace_id"], name="otlp_trace_client_id")
         ]
-        indexes = [models.Index(fields=["state", "last_span_at"], name="otlp_trace_state_seen")]
+        indexes = [
+            models.Index(fields=["state", "last_span_at"], name="otlp_trace_state_seen"),
+            models.Index(fields=["client", "request_id"], name="otlp_trace_request"),
+        ]
 
     def __str__(self) -> str:
         return f"trace {self.trace_id} ({self.state})"

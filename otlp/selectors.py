@@ -17,5 +17,9 @@ def session_trace_id(session) -> str | None:
     except ValueError:
         return None
     return (
-        OtlpTrace.objects.filter(session_id=session.pk).values_list("trace_id", flat=True).first()
+        OtlpTrace.objects.filter(
+            client_id=session.client_id, request_id=session.request_id, state=OtlpTrace.DONE
+        )
+        .values_list("trace_id", flat=True)
+        .first()
     )

@@ -16,6 +16,7 @@ complete or quiet, and re-opens claims left by a worker that died.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -123,9 +124,11 @@ def _resolve(client: ApiClient, spans: list[mapping.SpanFacts], receipt: Receipt
         if namespace not in allowed:
             receipt.rejected["unknown_namespace"] += 1
             continue
-        objects = {
-            ref: str(u) for ref, u in refs.items() if u is not None and found.get(u) == namespace
-        }
+        objects = {}
+        for ref in mapping.references([facts]):
+            u = refs[ref]
+            if u is not None and found.get(u) == namespace:
+                objects[ref] = str(u)
         stored = mapping.facts_to_json(facts, objects)
         if not (stored["docs"] or stored["signals"] or stored["output"] is not None):
             reason = "unknown_object" if facts.docs or facts.signals else facts.errors[0]
@@ -140,9 +143,22 @@ def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
     trace_ids = sorted({k.facts.trace_id for k in kept})
     complete: list[int] = []
     with transaction.atomic():
+        first_namespace: dict[str, str] = {}
+        for k in kept:
+            if k.namespace is not None:
+                first_namespace.setdefault(k.facts.trace_id, k.namespace)
         OtlpTrace.objects.bulk_create(
             [
-                OtlpTrace(client=client, trace_id=t, first_span_at=now, last_span_at=now)
+                OtlpTrace(
+                    client=client,
+                    trace_id=t,
+                    namespace=first_namespace.get(t, ""),
+                    request_id=mapping.request_id(t, first_namespace[t])
+                    if t in first_namespace
+                    else "",
+                    first_span_at=now,
+                    last_span_at=now,
+                )
                 for t in trace_ids
             ],
             ignore_conflicts=True,
@@ -172,7 +188,12 @@ def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
                 if trace.namespace and trace.namespace != k.namespace:
                     receipt.rejected["namespace_mismatch"] += 1
                     continue
-                trace.namespace = k.namespace
+                if not trace.namespace:  # a trace whose root-only row came first
+                    trace.namespace = k.namespace
+                    trace.request_id = mapping.request_id(trace.trace_id, k.namespace)
+                    OtlpTrace.objects.filter(pk=trace.pk).update(
+                        namespace=trace.namespace, request_id=trace.request_id
+                    )
                 trace.has_facts = True
                 receipt.mapped += 1
             trace.root_ended = trace.root_ended or k.facts.is_root
@@ -183,9 +204,14 @@ def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
             )
         OtlpSpan.objects.bulk_create(rows, ignore_conflicts=True)
         changed = [traces[t] for t in sorted(touched)]
-        OtlpTrace.objects.bulk_update(
-            changed, ["namespace", "has_facts", "root_ended", "last_span_at"]
-        )
+        # one UPDATE per distinct set of values (a handful), not one per trace
+        groups: dict[tuple, list[int]] = {}
+        for t in changed:
+            groups.setdefault((t.has_facts, t.root_ended), []).append(t.pk)
+        for (has_facts, root_ended), pks in groups.items():
+            OtlpTrace.objects.filter(pk__in=pks).update(
+                has_facts=has_facts, root_ended=root_ended, last_span_at=now
+            )
         complete = [t.pk for t in changed if t.root_ended and t.has_facts]
         if complete:
             # robust: the spans are committed whatever happens to the broker; beat's flush
@@ -219,14 +245,11 @@ def traces_assemble(*, trace_pks: list[int]) -> dict[int, str]:
     the refusal. A crash in between leaves ``assembling`` claims that ``traces_flush``
     re-opens; the re-run answers from the stored sessions (same request ids, same bodies).
     Returns the new state of each trace claimed."""
-    now = timezone.now()
-    claimed = [
-        pk
-        for pk in trace_pks
-        if OtlpTrace.objects.filter(pk=pk, state=OtlpTrace.OPEN).update(
-            state=OtlpTrace.ASSEMBLING, claimed_at=now
-        )
-    ]
+    token = uuid.uuid4().hex
+    OtlpTrace.objects.filter(pk__in=trace_pks, state=OtlpTrace.OPEN).update(
+        state=OtlpTrace.ASSEMBLING, claimed_at=timezone.now(), claim=token
+    )
+    claimed = sorted(OtlpTrace.objects.filter(claim=token).values_list("pk", flat=True))
     states: dict[int, str] = {}
     for start in range(0, len(claimed), ingest.MAX_BATCH):
         chunk = claimed[start : start + ingest.MAX_BATCH]
@@ -234,7 +257,7 @@ def traces_assemble(*, trace_pks: list[int]) -> dict[int, str]:
             states.update(_assemble(chunk))
         except Exception:
             OtlpTrace.objects.filter(pk__in=claimed, state=OtlpTrace.ASSEMBLING).update(
-                state=OtlpTrace.OPEN, claimed_at=None
+                state=OtlpTrace.OPEN, claimed_at=None, claim=""
             )
             raise
     return states
@@ -249,6 +272,27 @@ def _assemble(pks: list[int]) -> dict[int, str]:
         spans[trace_pk].append(mapping.facts_from_json(traces[trace_pk].trace_id, span_id, facts))
     states: dict[int, str] = {}
     by_client: dict[int, list[tuple[OtlpTrace, ingest.Item]]] = {}
+    empty: list[int] = []
+    _plan(pks, traces, spans, states, by_client, empty)
+    _finish(empty, OtlpTrace.DONE)
+    for pairs in by_client.values():
+        client = pairs[0][0].client
+        answers = ingest.record_sessions(client=client, items=[item for _, item in pairs])
+        count_ingested([a for a in answers if not isinstance(a[1], DomainError)])
+        written = []
+        for (trace, _), (_, answer) in zip(pairs, answers, strict=True):
+            if isinstance(answer, DomainError):
+                states[trace.pk] = _refused(trace, answer)
+            else:
+                written.append(trace.pk)
+                states[trace.pk] = OtlpTrace.DONE
+        telemetry.TRACES_WRITTEN.labels("session").inc(len(written))
+        _finish(written, OtlpTrace.DONE)
+    return states
+
+
+def _plan(pks, traces, spans, states, by_client, empty) -> None:
+    """Each trace's body; a trace with nothing to record is marked done at once."""
     for pk in pks:
         trace = traces[pk]
         body = None
@@ -259,29 +303,22 @@ def _assemble(pks: list[int]) -> dict[int, str]:
             )
         if body is None:
             telemetry.TRACES_WRITTEN.labels("empty").inc()
-            states[pk] = _finish(trace, OtlpTrace.DONE)
+            states[pk] = OtlpTrace.DONE
+            empty.append(pk)
         else:
             by_client.setdefault(trace.client_id, []).append((trace, session_item(body)))
-    for pairs in by_client.values():
-        client = pairs[0][0].client
-        answers = ingest.record_sessions(client=client, items=[item for _, item in pairs])
-        count_ingested([a for a in answers if not isinstance(a[1], DomainError)])
-        for (trace, _), (_, answer) in zip(pairs, answers, strict=True):
-            if isinstance(answer, DomainError):
-                logger.warning("otlp: trace %s refused: %s", trace.trace_id, answer.message)
-                telemetry.TRACES_WRITTEN.labels("failed").inc()
-                fields = f" {answer.fields}" if answer.fields else ""
-                error = f"{answer.code}: {answer.message}{fields}"
-                states[trace.pk] = _finish(trace, OtlpTrace.FAILED, error=error)
-            else:
-                telemetry.TRACES_WRITTEN.labels("session").inc()
-                states[trace.pk] = _finish(trace, OtlpTrace.DONE, session_id=answer["id"])
-    return states
 
 
-def _finish(trace: OtlpTrace, state: str, *, session_id=None, error: str = "") -> str:
-    OtlpTrace.objects.filter(pk=trace.pk, state=OtlpTrace.ASSEMBLING).update(
-        state=state, session_id=session_id, error=error[:2000], finished_at=timezone.now()
+def _refused(trace: OtlpTrace, answer: DomainError) -> str:
+    logger.warning("otlp: trace %s refused: %s", trace.trace_id, answer.message)
+    telemetry.TRACES_WRITTEN.labels("failed").inc()
+    fields = f" {answer.fields}" if answer.fields else ""
+    return _finish([trace.pk], OtlpTrace.FAILED, error=f"{answer.code}: {answer.message}{fields}")
+
+
+def _finish(pks: list[int], state: str, *, error: str = "") -> str:
+    OtlpTrace.objects.filter(pk__in=pks, state=OtlpTrace.ASSEMBLING).update(
+        state=state, error=error[:2000], finished_at=timezone.now()
     )
     return state
 
@@ -292,7 +329,7 @@ def traces_flush(*, now: datetime | None = None) -> int:
     the rest); re-open stale claims first. Returns how many traces were assembled."""
     now = now or timezone.now()
     OtlpTrace.objects.filter(state=OtlpTrace.ASSEMBLING, claimed_at__lt=now - STALE_CLAIM).update(
-        state=OtlpTrace.OPEN, claimed_at=None
+        state=OtlpTrace.OPEN, claimed_at=None, claim=""
     )
     quiet = now - timedelta(seconds=settings.RMS_OTLP_QUIET_SECONDS)
     due = list(

@@ -97,7 +97,7 @@ def test_a_trace_split_over_three_exports_becomes_one_session(env, compression):
     assert set(record["unused_ids"]) == {env.ids[1]}
     assert record["tokens_used"] == sum(tokens(t) for t in TEXTS)
     trace = OtlpTrace.objects.get(trace_id=trace_id)
-    assert trace.state == OtlpTrace.DONE and trace.session_id == session.pk
+    assert trace.state == OtlpTrace.DONE and trace.request_id == session.request_id
     # the tool span is about nothing the loop uses: not stored
     assert OtlpSpan.objects.filter(trace=trace).count() == 4
 

@@ -112,4 +112,4 @@ def test_a_claim_left_by_a_dead_worker_is_reopened_and_the_session_written_once(
     assert traces_flush() == 1
     assert FeedbackSession.objects.count() == 1
     again = OtlpTrace.objects.get()
-    assert again.state == OtlpTrace.DONE and again.session_id == written.session_id
+    assert again.state == OtlpTrace.DONE and again.request_id == written.request_id
