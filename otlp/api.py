@@ -13,7 +13,8 @@ import json
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
@@ -51,9 +52,23 @@ class TraceExportView(APIView):
         },
         responses={
             200: OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                description="ExportTraceServiceResponse; partial_success says how many spans "
-                "were rejected and why.",
+                inline_serializer(
+                    "ExportTraceServiceResponse",
+                    fields={
+                        "partialSuccess": inline_serializer(
+                            "ExportTracePartialSuccess",
+                            fields={
+                                "rejectedSpans": serializers.CharField(
+                                    help_text="int64, as protobuf's JSON mapping writes it"
+                                ),
+                                "errorMessage": serializers.CharField(),
+                            },
+                            required=False,
+                        )
+                    },
+                ),
+                description="ExportTraceServiceResponse (protobuf for a protobuf request); "
+                "partial_success says how many spans were rejected and why.",
             )
         },
         description="OTLP/HTTP trace export (protobuf or JSON, optionally gzip). Spans about "
