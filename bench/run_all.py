@@ -70,6 +70,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
     ),
     ("profile_ingest.py", [], ["--batches", "1", "--objects", "1000"], 300),
     ("bench_client.py", [], ["--calls", "3000", "--sessions", "1000"], 600),
+    ("bench_otlp.py", ["--sessions", "3000"], ["--sessions", "500", "--objects", "1000"], 900),
     (
         "bench_feed.py",
         ["--events", "1000000", "--seconds", "20"],

@@ -30,6 +30,7 @@ from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import metrics
 from feedback.models import FeedbackSession, TaskRun
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
+from otlp import selectors as otlp_selectors
 from rms import events, policy, services
 from rms.errors import DomainError, NotFound
 
@@ -497,6 +498,7 @@ def session_detail(request, session_pk):
         "str_mean": session.record.get("session_str_mean")
         if isinstance(session.record, dict)
         else None,
+        "trace_id": otlp_selectors.session_trace_id(session),
     }
     return render(request, "dashboard/session.html", context)
 

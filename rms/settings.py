@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "feedback",
     "delivery",
     "dashboard",
+    "otlp",
 ]
 
 MIDDLEWARE = [
@@ -378,6 +379,14 @@ if RMS_TASK_HEARTBEAT_TIMEOUT < 2 * RMS_TASK_HEARTBEAT_EVERY:
         "beat would look like a dead worker"
     )
 
+# OTLP ingestion (otlp/): a trace whose root span has not arrived is written as a session once no
+# span of it came for RMS_OTLP_QUIET_SECONDS (checked by beat every RMS_OTLP_FLUSH_EVERY s).
+RMS_OTLP_QUIET_SECONDS = _seconds("RMS_OTLP_QUIET_SECONDS", 30)
+RMS_OTLP_FLUSH_EVERY = _seconds("RMS_OTLP_FLUSH_EVERY", 10)
+RMS_OTLP_MAX_SPANS = _seconds("RMS_OTLP_MAX_SPANS", 10_000)  # spans in one export request
+# The largest export body once decompressed (a gzip body is inflated with this cap).
+RMS_OTLP_MAX_BYTES = _seconds("RMS_OTLP_MAX_BYTES", 16 * 1024 * 1024)
+
 # A beat message not started within its interval is dropped (the next one does the same work),
 # so a worker back from an outage does not run a backlog of identical sweeps.
 CELERY_BEAT_SCHEDULE: dict = {
@@ -400,6 +409,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "feedback.tasks.reconcile_task_runs",
         "schedule": RMS_RECONCILE_EVERY,
         "options": {"expires": RMS_RECONCILE_EVERY},
+    },
+    "otlp-flush": {
+        "task": "otlp.tasks.flush_traces",
+        "schedule": RMS_OTLP_FLUSH_EVERY,
+        "options": {"expires": RMS_OTLP_FLUSH_EVERY},
     },
     # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
     # for a cache shared with the web processes; otherwise a cheap no-op).

@@ -432,6 +432,12 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("admin", "POST", one + "/test", 409, webhook_id=hook["id"])
     call("admin", "DELETE", one, 204, webhook_id=hook["id"])
 
+    # OTLP trace export (JSON encoding; the protobuf one is tested in tests/otlp)
+    otlp = "/api/v1/otlp/v1/traces"
+    call("client", "POST", otlp, 200, raw=("application/json", '{"resourceSpans": []}'))
+    call("client", "POST", otlp, 400, raw=("application/json", '{"resourceSpans": 5}'))
+    call("operator", "POST", otlp, 403, raw=("application/json", "{}"))
+
     # every operation of the document answered a success here, validated against it
     succeeded = {(m, p) for m, p, status in call.seen if status < 300}
     missing = operations(fetch_schema(anon_api)) - succeeded

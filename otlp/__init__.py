@@ -1,0 +1,1 @@
+"""Ingestion adapters: OpenTelemetry traces (OTLP/HTTP) turned into feedback sessions."""
