@@ -82,3 +82,81 @@ def test_the_sql_events_equal_the_python_events_for_every_event_type(require_pos
     for event, spec in zip(reference, events.EVENTS, strict=True):
         assert list(event) == list(events.ENVELOPE)
         assert list(event["data"]) == [field.key for field in spec.data]
+
+
+# An event type over a new operation, added to rms/events.py and nowhere else.
+ADDED = '    EventSpec("object.archived", "ARCHIVE", OBJECT_FIELDS),\n'
+ADD_ONE_TYPE = """
+import importlib.util, json, pathlib, sys, uuid
+from datetime import UTC, datetime
+
+import rms.policy, rms.replay  # what rms.events imports
+
+path = pathlib.Path("rms/events.py")
+source = path.read_text()
+marker = "EVENTS: tuple[EventSpec, ...] = (\\n"
+assert source.count(marker) == 1
+source = source.replace(marker, marker + ADDED)
+module = importlib.util.module_from_spec(importlib.util.spec_from_loader("rms.events", None))
+module.__file__ = str(path)
+sys.modules["rms.events"] = module
+exec(compile(source, str(path), "exec"), module.__dict__)
+
+import django
+
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+
+from rms import changes
+from rms.models import Operation
+from rms.store.feed import indexed_change_ops
+
+call_command("migrate", verbosity=0)
+start = changes.head()
+Operation.objects.create(
+    ts=datetime(2026, 6, 1, 12, 0, 0, 123456, tzinfo=UTC), op_type="ARCHIVE",
+    target_type="memory_object", target_id=uuid.uuid4(), namespace="support", actor_id="a",
+    actor_type="SYSTEM_PROCESS", payload={}, state={"confidence": 0.5, "version": 3},
+    prev_hash="0" * 64, hash="0" * 64,
+)
+print(json.dumps({
+    "reference": changes.read(start, limit=10).events,
+    "texts": [json.loads(t) for t in changes.read(start, limit=10, as_json=True).events],
+    "indexed": {name: sorted(ops) for name, ops in indexed_change_ops(connection).items()},
+}))
+"""
+
+
+@pytest.mark.postgres
+def test_an_event_type_added_in_rms_events_alone_reaches_the_feed_sql_and_indexes(
+    require_postgres,
+):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url}
+    root = Path(settings.BASE_DIR)
+    script = f"ADDED = {ADDED!r}\n" + ADD_ONE_TYPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        assert [e["type"] for e in found["reference"]] == ["object.archived"]
+        assert found["texts"] == found["reference"]
+        assert found["reference"][0]["data"]["version"] == 3
+        every = sorted({*events.CHANGE_OPS, "ARCHIVE"})
+        assert found["indexed"] == {name: every for name in INDEXES}
+    finally:
+        # Back to the code's list: the next migrate rebuilds the indexes without ARCHIVE.
+        call_command("migrate", verbosity=0)
+    assert indexed_ops() == {name: set(events.CHANGE_OPS) for name in INDEXES}
