@@ -1,8 +1,8 @@
 """The change feed's events (API.md "The closed loop"), as plain values: which operations are
 change events and of which type, what an event carries, and the positions and opaque cursors
 consumers resume from. Pure: no Django import; ``rms.changes`` reads pages of them through
-``rms.store``, whose PostgreSQL form writes the same events as JSON in SQL (generated from the
-tables below and pinned to :func:`event` by ``tests/rms/test_changes.py``).
+``rms.store``, whose PostgreSQL form writes the same events as JSON in SQL, compiled from
+``EVENTS`` and ``ENVELOPE`` below and pinned to :func:`event` by ``tests/rms/test_changes.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from datetime import datetime
 from rms.policy import DEPRECATED
 from rms.replay import iso
 
-# --- event types (API.md): one place maps operations to them --------------------------------
+# --- event types (API.md): the one definition of what each change event is ------------------
+#
+# Each event type is one ``EventSpec``: the operation behind it and the fields of its ``data``.
+# Everything else is derived from ``EVENTS``: the feed's types, the change operations (and the
+# partial indexes over them, ``rms.store.feed``), ``event_type``/``event_data`` here and the SQL
+# that writes the same events on PostgreSQL (``rms.store.pgfeed``). Adding an event type is one
+# entry below; an entry over a new operation also needs that operation written (``rms.oplog``).
 
 OBJECT_CREATED = "object.created"
 OBJECT_REINFORCED = "object.reinforced"
@@ -34,34 +40,45 @@ ALERT_RAISED = "alert.raised"
 ALERT_RESOLVED = "alert.resolved"
 WEBHOOK_TEST = "webhook.test"
 
-#: The operation behind each feed event type.
-TYPE_OPS: dict[str, str] = {
-    OBJECT_CREATED: "OBJECT_CREATED",
-    OBJECT_REINFORCED: "REINFORCE",
-    OBJECT_PENALIZED: "PENALTY",
-    OBJECT_PINNED: "PIN",
-    OBJECT_UNPINNED: "UNPIN",
-    OBJECT_TRANSITIONED: "EPISTEMIC_TRANSITION",
-    OBJECT_DEPRECATED: "EPISTEMIC_TRANSITION",
-    OBJECT_CONDITION_CHANGED: "CONDITION_CHANGED",
-    RELATIONSHIP_CREATED: "EDGE_CREATED",
-    RELATIONSHIP_EVIDENCE: "EDGE_EVIDENCE",
-    ALERT_RAISED: "ALERT_RAISED",
-    ALERT_RESOLVED: "ALERT_RESOLVED",
-}
-FEED_TYPES: tuple[str, ...] = tuple(TYPE_OPS)
-#: Every event type, including the webhook-only test event.
-EVENT_TYPES: tuple[str, ...] = (*FEED_TYPES, WEBHOOK_TEST)
-#: Each change operation's type (EPISTEMIC_TRANSITION has two, told apart by its target state).
-_OP_TYPES = {op: type_ for type_, op in TYPE_OPS.items() if op != "EPISTEMIC_TRANSITION"}
-#: The operations that are change events (injections, feedback events, checks are facts only).
-CHANGE_OPS: tuple[str, ...] = tuple(sorted(set(TYPE_OPS.values())))
+#: Where a data field is read from: the operation's ``state`` (the target after the change) or
+#: its ``payload`` (what the change was).
+STATE = "state"
+PAYLOAD = "payload"
 
-TARGET_TYPES = {
-    "memory_object": "object",
-    "relationship": "relationship",
-    "namespace": "namespace",
-}
+
+@dataclass(frozen=True)
+class Copy:
+    """``data[key]``: the value of ``key`` in the operation's ``source`` JSON (None if absent)."""
+
+    key: str
+    source: str = STATE
+
+
+@dataclass(frozen=True)
+class BetaMean:
+    """``data[key]``: the posterior mean α / (α + β) of the state's ``alpha`` and ``beta``;
+    None when α is absent or β is absent or 0."""
+
+    key: str = "mean"
+    alpha: str = "alpha"
+    beta: str = "beta"
+
+
+Field = Copy | BetaMean
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """One event type: its operation, and its ``data`` fields in order. An operation with
+    several types tells them apart by the transition's target state (``SELECTOR``): the spec
+    whose ``to`` equals it, else the one with ``to=None``."""
+
+    type: str
+    op: str
+    data: tuple[Field, ...]
+    to: str | None = None
+
+
 OBJECT_DATA = (
     "confidence",
     "salience_base",
@@ -73,6 +90,79 @@ OBJECT_DATA = (
     "version",
 )
 ALERT_DATA = ("metric", "value", "threshold", "window", "alert_id")
+
+#: An object's state after the change; with the signal for reinforced/penalized; a
+#: relationship's posterior; an alert's metric and value (API.md).
+OBJECT_FIELDS: tuple[Field, ...] = tuple(Copy(key) for key in OBJECT_DATA)
+SIGNAL_FIELDS: tuple[Field, ...] = (
+    *OBJECT_FIELDS,
+    Copy("signal_type", PAYLOAD),
+    Copy("session_id", PAYLOAD),
+)
+EDGE_FIELDS: tuple[Field, ...] = (Copy("alpha"), Copy("beta"), BetaMean(), Copy("version"))
+ALERT_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in ALERT_DATA)
+
+#: The transition's target state: the first non-empty of these (source, key) values.
+SELECTOR: tuple[tuple[str, str], ...] = ((PAYLOAD, "to"), (STATE, "epistemic_type"))
+
+EVENTS: tuple[EventSpec, ...] = (
+    EventSpec(OBJECT_CREATED, "OBJECT_CREATED", OBJECT_FIELDS),
+    EventSpec(OBJECT_REINFORCED, "REINFORCE", SIGNAL_FIELDS),
+    EventSpec(OBJECT_PENALIZED, "PENALTY", SIGNAL_FIELDS),
+    EventSpec(OBJECT_PINNED, "PIN", OBJECT_FIELDS),
+    EventSpec(OBJECT_UNPINNED, "UNPIN", OBJECT_FIELDS),
+    EventSpec(OBJECT_TRANSITIONED, "EPISTEMIC_TRANSITION", OBJECT_FIELDS),
+    EventSpec(OBJECT_DEPRECATED, "EPISTEMIC_TRANSITION", OBJECT_FIELDS, to=DEPRECATED),
+    EventSpec(OBJECT_CONDITION_CHANGED, "CONDITION_CHANGED", OBJECT_FIELDS),
+    EventSpec(RELATIONSHIP_CREATED, "EDGE_CREATED", EDGE_FIELDS),
+    EventSpec(RELATIONSHIP_EVIDENCE, "EDGE_EVIDENCE", EDGE_FIELDS),
+    EventSpec(ALERT_RAISED, "ALERT_RAISED", ALERT_FIELDS),
+    EventSpec(ALERT_RESOLVED, "ALERT_RESOLVED", ALERT_FIELDS),
+)
+
+#: The operation behind each feed event type.
+TYPE_OPS: dict[str, str] = {spec.type: spec.op for spec in EVENTS}
+FEED_TYPES: tuple[str, ...] = tuple(TYPE_OPS)
+#: Every event type, including the webhook-only test event.
+EVENT_TYPES: tuple[str, ...] = (*FEED_TYPES, WEBHOOK_TEST)
+#: The operations that are change events (injections, feedback events, checks are facts only).
+CHANGE_OPS: tuple[str, ...] = tuple(sorted(set(TYPE_OPS.values())))
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """What one change operation becomes: its ``data`` fields, and its event type by target
+    state (``None``: the type for any other state)."""
+
+    op: str
+    data: tuple[Field, ...]
+    types: dict[str | None, str]
+
+
+def _op_shapes(specs: Sequence[EventSpec]) -> dict[str, OpShape]:
+    shapes: dict[str, OpShape] = {}
+    for spec in specs:
+        shape = shapes.setdefault(spec.op, OpShape(spec.op, spec.data, {}))
+        if shape.data != spec.data or spec.to in shape.types:
+            raise ValueError(f"the event types of {spec.op} must share data and differ by `to`")
+        shape.types[spec.to] = spec.type
+    for shape in shapes.values():
+        if None not in shape.types:
+            raise ValueError(f"{shape.op} needs an event type with to=None")
+    return shapes
+
+
+#: Each change operation's shape, in ``EVENTS`` order.
+OP_SHAPES: dict[str, OpShape] = _op_shapes(EVENTS)
+
+TARGET_TYPES = {
+    "memory_object": "object",
+    "relationship": "relationship",
+    "namespace": "namespace",
+}
+#: The keys of every event, in order (API.md); ``event`` and the SQL both build exactly these.
+ENVELOPE = ("id", "cursor", "type", "ts", "namespace", "target_type", "target_id", "op_type",
+            "data")  # fmt: skip
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
@@ -89,28 +179,38 @@ class FeedError(ValueError):
 
 def event_type(op_type: str, state: dict | None, payload: dict | None) -> str | None:
     """The feed type of an operation, or None for operations that are not change events."""
-    if op_type == "EPISTEMIC_TRANSITION":
-        to = (payload or {}).get("to") or (state or {}).get("epistemic_type")
-        return OBJECT_DEPRECATED if to == DEPRECATED else OBJECT_TRANSITIONED
-    return _OP_TYPES.get(op_type)
+    shape = OP_SHAPES.get(op_type)
+    if shape is None:
+        return None
+    target = transition_target(state, payload) if len(shape.types) > 1 else None
+    return shape.types.get(target if isinstance(target, str) else None) or shape.types[None]
+
+
+def transition_target(state: dict | None, payload: dict | None) -> object:
+    """The first non-empty value that ``SELECTOR`` names (None if all are empty)."""
+    sources = {STATE: state or {}, PAYLOAD: payload or {}}
+    for source, key in SELECTOR:
+        value = sources[source].get(key)
+        if value:
+            return value
+    return None
+
+
+def field_value(field: Field, state: dict, payload: dict) -> object:
+    if isinstance(field, Copy):
+        return (state if field.source == STATE else payload).get(field.key)
+    alpha, beta = state.get(field.alpha), state.get(field.beta)
+    return alpha / (alpha + beta) if alpha is not None and beta else None
 
 
 def event_data(op_type: str, state: dict | None, payload: dict | None) -> dict:
-    """``data`` of an event (API.md): an object's state after the change (plus the signal for
-    reinforced/penalized), a relationship's posterior, an alert's metric and value."""
-    state = state or {}
-    payload = payload or {}
-    if op_type in ("EDGE_CREATED", "EDGE_EVIDENCE"):
-        alpha, beta = state.get("alpha"), state.get("beta")
-        mean = alpha / (alpha + beta) if alpha is not None and beta else None
-        return {"alpha": alpha, "beta": beta, "mean": mean, "version": state.get("version")}
-    if op_type in ("ALERT_RAISED", "ALERT_RESOLVED"):
-        return {key: payload.get(key) for key in ALERT_DATA}
-    data = {key: state.get(key) for key in OBJECT_DATA}
-    if op_type in ("REINFORCE", "PENALTY"):
-        data["signal_type"] = payload.get("signal_type")
-        data["session_id"] = payload.get("session_id")
-    return data
+    """``data`` of an event (API.md): the fields its ``EventSpec`` names ({} for an operation
+    that is not a change event)."""
+    shape = OP_SHAPES.get(op_type)
+    if shape is None:
+        return {}
+    state, payload = state or {}, payload or {}
+    return {field.key: field_value(field, state, payload) for field in shape.data}
 
 
 # --- positions and cursors ----------------------------------------------------------------------

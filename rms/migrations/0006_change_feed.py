@@ -5,26 +5,15 @@ existing rows get 0 (all committed long ago, so they come first, in ``seq`` orde
 get ``pg_current_xact_id()`` from the column default, whatever inserts them. Two partial
 indexes cover only the change operations, so a feed page is one range read and ingestion's
 injection and feedback-event rows do not pay for them. SQLite gets the same indexes on ``seq``.
+Their predicate lists the change operations as ``rms.events`` has them when this runs; a later
+change to that list rebuilds them after ``migrate`` (``rms.store.feed.sync_change_indexes``).
 """
 
 import uuid
 
 from django.db import migrations, models
 
-CHANGE_OPS = (
-    "ALERT_RAISED",
-    "ALERT_RESOLVED",
-    "CONDITION_CHANGED",
-    "EDGE_CREATED",
-    "EDGE_EVIDENCE",
-    "EPISTEMIC_TRANSITION",
-    "OBJECT_CREATED",
-    "PENALTY",
-    "PIN",
-    "REINFORCE",
-    "UNPIN",
-)
-_IN = "op_type IN (" + ", ".join(f"'{op}'" for op in CHANGE_OPS) + ")"
+from rms.store.feed import CHANGE_INDEXES, change_index_statements
 
 
 def _feed_columns(apps, schema_editor):
@@ -32,16 +21,13 @@ def _feed_columns(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         run("ALTER TABLE rms_operation ADD COLUMN txid xid8 NOT NULL DEFAULT '0'")
         run("ALTER TABLE rms_operation ALTER COLUMN txid SET DEFAULT pg_current_xact_id()")
-        run(f"CREATE INDEX op_change_feed ON rms_operation (txid, seq) WHERE {_IN}")
-        run(f"CREATE INDEX op_change_ns ON rms_operation (namespace, txid, seq) WHERE {_IN}")
-    else:
-        run(f"CREATE INDEX op_change_feed ON rms_operation (seq) WHERE {_IN}")
-        run(f"CREATE INDEX op_change_ns ON rms_operation (namespace, seq) WHERE {_IN}")
+    for statement in change_index_statements(schema_editor.connection.vendor):
+        run(statement)
 
 
 def _drop_feed_columns(apps, schema_editor):
-    schema_editor.execute("DROP INDEX IF EXISTS op_change_feed")
-    schema_editor.execute("DROP INDEX IF EXISTS op_change_ns")
+    for name in CHANGE_INDEXES:
+        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute("ALTER TABLE rms_operation DROP COLUMN txid")
 

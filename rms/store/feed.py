@@ -3,15 +3,20 @@
 A page is one range read of the change operations after a position, in feed order, bounded by
 what may be released. The predicate names the operation types inline: they are ``rms.events``'
 constants, never input, and a literal list lets the planner prove the partial indexes'
-predicate (migration ``rms/0006``) even for a generic (prepared) plan, which a parameter list
-does not. The PostgreSQL form (``rms.store.pgfeed``) orders by ``(txid, seq)`` under the
-release horizon; here writers are serialised (SQLite's IMMEDIATE transactions), committed rows
+predicate even for a generic (prepared) plan, which a parameter list does not. The indexes'
+predicate is written from the same list (``change_index_statements``): by migration
+``rms/0006`` when they are created, and again after every ``migrate`` when the list in code has
+changed since (``sync_change_indexes``), so the list lives in ``rms.events`` alone.
+
+The PostgreSQL form (``rms.store.pgfeed``) orders by ``(txid, seq)`` under the release
+horizon; here writers are serialised (SQLite's IMMEDIATE transactions), committed rows
 are a prefix in ``seq`` order, and the position is ``(0, seq)``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -37,6 +42,61 @@ def op_list(op_types: Iterable[str]) -> str:
 
 
 CHANGE_PREDICATE = op_list(events.CHANGE_OPS)
+
+#: The partial indexes over the change operations: name -> key columns on PostgreSQL (feed
+#: order is ``(txid, seq)``) and elsewhere (``seq``).
+CHANGE_INDEXES = {
+    "op_change_feed": ("txid, seq", "seq"),
+    "op_change_ns": ("namespace, txid, seq", "namespace, seq"),
+}
+
+
+def change_index_statements(vendor: str, ops: Iterable[str] = events.CHANGE_OPS) -> list[str]:
+    """``CREATE INDEX`` of each change index, its predicate naming ``ops``."""
+    where = "op_type IN (" + ", ".join(f"'{op}'" for op in sorted(ops)) + ")"
+    return [
+        f"CREATE INDEX {name} ON {op_table()} ({pg if vendor == 'postgresql' else other}) "
+        f"WHERE {where}"
+        for name, (pg, other) in CHANGE_INDEXES.items()
+    ]
+
+
+def indexed_change_ops(conn) -> dict[str, frozenset[str]]:
+    """The operations each existing change index's predicate names, as the database has it."""
+    names = list(CHANGE_INDEXES)
+    marks = ", ".join(["%s"] * len(names))
+    if conn.vendor == "postgresql":
+        sql = f"SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN ({marks})"
+    else:
+        sql = f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({marks})"
+    with conn.cursor() as cursor:
+        cursor.execute(sql, names)
+        found = cursor.fetchall()
+    # The predicate follows WHERE; its string literals are the operation names.
+    return {
+        name: frozenset(re.findall(r"'([^']*)'", definition.split(" WHERE ", 1)[1]))
+        for name, definition in found
+    }
+
+
+def sync_change_indexes(conn) -> list[str]:
+    """Rebuild the change indexes whose predicate no longer names exactly
+    ``events.CHANGE_OPS`` (an event type over a new operation was added); the names rebuilt.
+    Indexes not created yet (migration ``rms/0006`` not applied) are left to it. Runs after
+    ``migrate``; the rebuild locks the operation table against writes while it lasts."""
+    stale = [
+        name
+        for name, ops in indexed_change_ops(conn).items()
+        if ops != frozenset(events.CHANGE_OPS)
+    ]
+    statements = dict(zip(CHANGE_INDEXES, change_index_statements(conn.vendor), strict=True))
+    with conn.cursor() as cursor:
+        for name in stale:
+            cursor.execute(f"DROP INDEX {name}")
+            cursor.execute(statements[name])
+    return stale
+
+
 COLUMNS = "seq, {txid}, id, ts, op_type, target_type, target_id, namespace, payload, state"
 
 

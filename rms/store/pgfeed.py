@@ -4,7 +4,7 @@ Each operation row carries the id of the transaction that wrote it (``txid``, an
 defaulting to ``pg_current_xact_id()``, so every insert path fills it). The feed's order is
 ``(txid, seq)``, and a page releases only rows below the horizon under which every transaction
 has finished (``horizon``; the proof is in docs/DECISIONS.md). With ``as_json`` the server
-writes each event's JSON text (``_SQL_EVENT``, generated from ``rms.events``' tables), which
+writes each event's JSON text (``_SQL_EVENT``, compiled from ``rms.events.EVENTS``), which
 triples the feed's HTTP throughput; ``tests/rms/test_changes.py`` pins those texts to
 ``rms.events.event`` on every kind of event and on random values.
 """
@@ -18,7 +18,6 @@ from django.db import connection
 
 from rms import events
 from rms.events import FeedRow, Position
-from rms.policy import DEPRECATED
 from rms.store.feed import CHANGE_PREDICATE, COLUMNS, feed_row, filters, op_table
 
 #: The release horizon in one statement: its snapshot's next transaction id (taken when the
@@ -39,71 +38,84 @@ def _sql_literal(text: str) -> str:
     return f"'{text}'"
 
 
+def _json_path(source: str, key: str, *, text: bool = False) -> str:
+    return f"{source}{'->>' if text else '->'}{_sql_literal(key)}"
+
+
 def _sql_type() -> str:
-    """``event_type`` in SQL, generated from TYPE_OPS (one rule, two spellings)."""
-    whens = []
-    for type_, op in events.TYPE_OPS.items():
-        if op == "EPISTEMIC_TRANSITION":
-            continue
-        whens.append(f"WHEN {_sql_literal(op)} THEN {_sql_literal(type_)}")
-    to = "coalesce(nullif(payload->>'to', ''), state->>'epistemic_type')"
-    whens.append(
-        f"WHEN 'EPISTEMIC_TRANSITION' THEN CASE WHEN {to} = {_sql_literal(DEPRECATED)} "
-        f"THEN {_sql_literal(events.OBJECT_DEPRECATED)} "
-        f"ELSE {_sql_literal(events.OBJECT_TRANSITIONED)} END"
+    """``events.event_type`` in SQL, compiled from ``events.OP_SHAPES``."""
+    target = (
+        "coalesce("
+        + ", ".join(
+            f"nullif({_json_path(source, key, text=True)}, '')" for source, key in events.SELECTOR
+        )
+        + ")"
     )
+    whens = []
+    for op, shape in events.OP_SHAPES.items():
+        otherwise = _sql_literal(shape.types[None])
+        by_state = [
+            f"WHEN {target} = {_sql_literal(to)} THEN {_sql_literal(type_)}"
+            for to, type_ in shape.types.items()
+            if to is not None
+        ]
+        then = f"CASE {' '.join(by_state)} ELSE {otherwise} END" if by_state else otherwise
+        whens.append(f"WHEN {_sql_literal(op)} THEN {then}")
     return f"CASE op_type {' '.join(whens)} END"
 
 
+def _sql_field(field: events.Field) -> str:
+    """One ``data`` field as a ``json_build_object`` key and value."""
+    if isinstance(field, events.Copy):
+        value = _json_path(field.source, field.key)
+    else:
+        alpha = f"({_json_path(events.STATE, field.alpha, text=True)})::float8"
+        beta = f"({_json_path(events.STATE, field.beta, text=True)})::float8"
+        value = (
+            f"CASE WHEN {alpha} IS NOT NULL AND {beta} <> 0 "
+            f"THEN to_json({alpha} / ({alpha} + {beta})) END"
+        )
+    return f"{_sql_literal(field.key)}, {value}"
+
+
 def _sql_data() -> str:
-    """``event_data`` in SQL, generated from the same field lists."""
-
-    def pairs(source: str, keys) -> str:
-        return ", ".join(f"{_sql_literal(k)}, {source}->{_sql_literal(k)}" for k in keys)
-
-    alpha, beta = "(state->>'alpha')::float8", "(state->>'beta')::float8"
-    mean = (
-        f"CASE WHEN {alpha} IS NOT NULL AND {beta} <> 0 "
-        f"THEN to_json({alpha} / ({alpha} + {beta})) END"
-    )
-    edge = (
-        "json_build_object('alpha', state->'alpha', 'beta', state->'beta', "
-        f"'mean', {mean}, 'version', state->'version')"
-    )
-    signal = pairs("payload", ("signal_type", "session_id"))
-    return (
-        "CASE WHEN op_type IN ('EDGE_CREATED', 'EDGE_EVIDENCE') THEN "
-        + edge
-        + " WHEN op_type IN ('ALERT_RAISED', 'ALERT_RESOLVED') THEN json_build_object("
-        + pairs("payload", events.ALERT_DATA)
+    """``events.event_data`` in SQL: one branch per distinct data shape, covering its ops."""
+    groups: dict[tuple, list[str]] = {}
+    for op, shape in events.OP_SHAPES.items():
+        groups.setdefault(shape.data, []).append(op)
+    branches = [
+        f"WHEN op_type IN ({', '.join(_sql_literal(op) for op in ops)}) THEN json_build_object("
+        + ", ".join(_sql_field(field) for field in data)
         + ")"
-        + " WHEN op_type IN ('REINFORCE', 'PENALTY') THEN json_build_object("
-        + pairs("state", events.OBJECT_DATA)
-        + ", "
-        + signal
-        + ")"
-        + " ELSE json_build_object("
-        + pairs("state", events.OBJECT_DATA)
-        + ") END"
-    )
+        for data, ops in groups.items()
+    ]
+    return f"CASE {' '.join(branches)} ELSE '{{}}'::json END"
 
 
 _TARGETS_SQL = " ".join(
     f"WHEN {_sql_literal(k)} THEN {_sql_literal(v)}" for k, v in events.TARGET_TYPES.items()
 )
-_SQL_TYPE = _sql_type() + " AS event_type"
+#: Each key of ``events.ENVELOPE`` in SQL; the encodings (base64url cursor, ISO 8601 UTC time to
+#: the microsecond) are those of ``events.encode_cursor`` and ``rms.replay.iso``.
+_ENVELOPE_SQL = {
+    "id": "id",
+    "cursor": "rtrim(translate(encode(convert_to(txid::text || '.' || seq::text, 'UTF8'), "
+    "'base64'), '+/' || chr(10), '-_'), '=')",
+    "type": _sql_type(),
+    "ts": "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')",
+    "namespace": "namespace",
+    "target_type": f"CASE target_type {_TARGETS_SQL} ELSE target_type END",
+    "target_id": "target_id",
+    "op_type": "op_type",
+    "data": _sql_data(),
+}
+if tuple(_ENVELOPE_SQL) != events.ENVELOPE:
+    raise ImportError("pgfeed's event envelope must list exactly rms.events.ENVELOPE, in order")
+_SQL_TYPE = _ENVELOPE_SQL["type"] + " AS event_type"
 _SQL_EVENT = (
     "json_build_object("
-    "'id', id, "
-    "'cursor', rtrim(translate(encode(convert_to(txid::text || '.' || seq::text, 'UTF8'), "
-    "'base64'), '+/' || chr(10), '-_'), '='), "
-    f"'type', {_sql_type()}, "
-    "'ts', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"'), "
-    "'namespace', namespace, "
-    f"'target_type', CASE target_type {_TARGETS_SQL} ELSE target_type END, "
-    "'target_id', target_id, "
-    "'op_type', op_type, "
-    f"'data', {_sql_data()})::text AS body"
+    + ", ".join(f"{_sql_literal(key)}, {sql}" for key, sql in _ENVELOPE_SQL.items())
+    + ")::text AS body"
 )
 
 

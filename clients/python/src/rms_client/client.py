@@ -1,13 +1,22 @@
 """``RMSClient`` (blocking) and ``AsyncRMSClient`` (coroutines): the same calls, one pooled
-httpx client each, retries by ``_retry.RetryPolicy``."""
+httpx client each, retries by ``_retry.RetryPolicy``.
+
+One logical call is written once, as ``_Base._exchange``: a generator that builds each request,
+reads each answer and decides what comes next (a resend after a delay, the refetch of objects a
+lost answer created, or the result), without doing any I/O itself. Each client is a thin
+transport that drives it: it performs the ``_Send`` and ``_Sleep`` steps the generator yields,
+blocking or awaited, the way sans-I/O protocol libraries (h11, the core of httpx's own
+transports) share one state machine between sync and async code.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -16,9 +25,7 @@ from rms_client._calls import _NO_BODY, Call, Endpoints
 from rms_client._retry import Attempts, RetryPolicy, parse_retry_after
 from rms_client._version import __version__
 from rms_client.errors import RMSError
-
-if TYPE_CHECKING:
-    from rms_client.recorder import Recorder
+from rms_client.recorder import Recorder
 
 API_PREFIX = "/api/v1"
 USER_AGENT = f"rms-client/{__version__}"
@@ -68,6 +75,25 @@ def _finish(call: Call, response: httpx.Response, attempts: Attempts) -> Any:
         if status == 404 and call.gone_ok:
             return None
     raise err
+
+
+@dataclass(frozen=True)
+class _Send:
+    """Send one request (``httpx`` keyword arguments); the driver sends back the answer, or
+    throws the ``httpx.TransportError`` the attempt raised."""
+
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    """Wait ``seconds`` before the next attempt."""
+
+    seconds: float
+
+
+#: What ``_Base._exchange`` yields, is sent back, and returns.
+_Exchange = Generator[_Send | _Sleep, Any, Any]
 
 
 class _Base(Endpoints):
@@ -121,6 +147,36 @@ class _Base(Endpoints):
     def _refetch_calls(call: Call) -> list[Call]:
         return [Call("GET", path, idempotent=True) for path in call.fetch_if_exists]
 
+    def _exchange(
+        self,
+        call: Call,
+        policy: RetryPolicy | None = None,
+        on_retry: Callable[[], None] | None = None,
+        url: str | None = None,
+    ) -> _Exchange:
+        """One logical call, attempts and waits included, as steps for a driver (see the
+        module docstring); returns the call's result."""
+        attempts = Attempts(policy or self.policy, call.idempotent)
+        args = self._request_args(call, url)
+        while True:
+            try:
+                response = yield _Send(args)
+            except httpx.TransportError as exc:
+                delay = attempts.after_error(exc)
+            else:
+                delay = attempts.after_response(response)
+                if delay is None:
+                    try:
+                        return _finish(call, response, attempts)
+                    except _Refetch:
+                        found = []
+                        for refetch in self._refetch_calls(call):
+                            found.append((yield from self._exchange(refetch)))
+                        return found if call.fetch_many else found[0]
+            if on_retry is not None:
+                on_retry()
+            yield _Sleep(delay)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.base_url!r})"
 
@@ -156,24 +212,23 @@ class RMSClient(_Base):
         on_retry: Callable[[], None] | None = None,
         url: str | None = None,
     ) -> Any:
-        attempts = Attempts(policy or self.policy, call.idempotent)
-        args = self._request_args(call, url)
-        while True:
-            try:
-                response = self.http.request(**args)
-            except httpx.TransportError as exc:
-                delay = attempts.after_error(exc)
-            else:
-                delay = attempts.after_response(response)
-                if delay is None:
-                    try:
-                        return _finish(call, response, attempts)
-                    except _Refetch:
-                        found = [self._run(c) for c in self._refetch_calls(call)]
-                        return found if call.fetch_many else found[0]
-            if on_retry is not None:
-                on_retry()
-            time.sleep(delay)
+        """Drive ``_exchange`` with blocking I/O."""
+        steps = self._exchange(call, policy, on_retry, url)
+        try:
+            step = next(steps)
+            while True:
+                if isinstance(step, _Sleep):
+                    time.sleep(step.seconds)
+                    step = steps.send(None)
+                    continue
+                try:
+                    response = self.http.request(**step.args)
+                except httpx.TransportError as exc:
+                    step = steps.throw(exc)
+                else:
+                    step = steps.send(response)
+        except StopIteration as done:
+            return done.value
 
     def _run_all(self, calls: list[Call], combine: Callable[[list[Any]], Any]) -> Any:
         return combine([self._run(call) for call in calls])
@@ -231,8 +286,6 @@ class RMSClient(_Base):
 
     def recorder(self, **options: Any) -> Recorder:
         """A background recorder posting through this client (see ``rms_client.recorder``)."""
-        from rms_client.recorder import Recorder
-
         return Recorder(self, **options)
 
     def close(self) -> None:
@@ -269,24 +322,23 @@ class AsyncRMSClient(_Base):
         on_retry: Callable[[], None] | None = None,
         url: str | None = None,
     ) -> Any:
-        attempts = Attempts(policy or self.policy, call.idempotent)
-        args = self._request_args(call, url)
-        while True:
-            try:
-                response = await self._client.request(**args)
-            except httpx.TransportError as exc:
-                delay = attempts.after_error(exc)
-            else:
-                delay = attempts.after_response(response)
-                if delay is None:
-                    try:
-                        return _finish(call, response, attempts)
-                    except _Refetch:
-                        found = [await self._run(c) for c in self._refetch_calls(call)]
-                        return found if call.fetch_many else found[0]
-            if on_retry is not None:
-                on_retry()
-            await asyncio.sleep(delay)
+        """Drive ``_exchange`` with awaited I/O."""
+        steps = self._exchange(call, policy, on_retry, url)
+        try:
+            step = next(steps)
+            while True:
+                if isinstance(step, _Sleep):
+                    await asyncio.sleep(step.seconds)
+                    step = steps.send(None)
+                    continue
+                try:
+                    response = await self._client.request(**step.args)
+                except httpx.TransportError as exc:
+                    step = steps.throw(exc)
+                else:
+                    step = steps.send(response)
+        except StopIteration as done:
+            return done.value
 
     async def _run_all(self, calls: list[Call], combine: Callable[[list[Any]], Any]) -> Any:
         return combine([await self._run(call) for call in calls])
@@ -342,8 +394,6 @@ class AsyncRMSClient(_Base):
     def recorder(self, **options: Any) -> Recorder:
         """The background recorder is thread-based and never blocks the event loop (it only
         enqueues); it posts through a blocking twin of this client with the same settings."""
-        from rms_client.recorder import Recorder
-
         twin = RMSClient(self.base_url, self.token, **self._options)
         return Recorder(twin, owns_client=True, **options)
 

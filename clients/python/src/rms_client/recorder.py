@@ -25,44 +25,31 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rms_client._calls import MAX_SESSIONS_PER_BATCH, Call, encode
 from rms_client._retry import RetryPolicy
 from rms_client.errors import RMSError, RMSValidationError
-
-if TYPE_CHECKING:
-    from rms_client.client import RMSClient
+from rms_client.vocabulary import ACTOR_TYPES, DETECTION_METHODS, OUTCOMES, SIGNAL_TYPES
 
 log = logging.getLogger("rms_client")
 
-# The vocabularies of API.md / SPEC §2, checked before anything is queued. The service's own
-# sweep signal and detection method are refused as the service would refuse them.
-SIGNAL_TYPES = frozenset(
-    {
-        "REFERENCED",
-        "CONFIRMED",
-        "TASK_COMPLETED_WITH",
-        "CORROBORATED_BY_EXTERNAL",
-        "CORRECTED",
-        "CONTRADICTED_BY_OBSERVATION",
-        "TASK_FAILED_WITH",
-        "UNUSED",
-    }
-)
-DETECTION_METHODS = frozenset(
-    {
-        "explicit_user",
-        "structured_evaluation",
-        "tool_validation",
-        "external_crosscheck",
-        "observation",
-        "response_analysis",
-        "implicit_behavioural",
-    }
-)
-ACTOR_TYPES = frozenset({"HUMAN_USER", "AI_AGENT", "SYSTEM_PROCESS", "EXTERNAL_CONNECTOR"})
-OUTCOMES = frozenset({"SUCCESS", "PARTIAL", "FAILED"})
+
+class Sender(Protocol):
+    """What the recorder posts through: a blocking client (``RMSClient``). Named by its shape
+    so that this module need not import the client, which imports it."""
+
+    policy: RetryPolicy
+
+    def _run(
+        self,
+        call: Call,
+        policy: RetryPolicy | None = None,
+        on_retry: Callable[[], None] | None = None,
+    ) -> Any: ...
+
+    def close(self) -> None: ...
+
 
 OnError = Callable[[dict, RMSError], None]
 
@@ -267,7 +254,7 @@ class Recorder:
 
     def __init__(
         self,
-        client: RMSClient,
+        client: Sender,
         *,
         flush_at: int = 100,
         flush_interval: float = 1.0,
