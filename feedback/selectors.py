@@ -196,9 +196,8 @@ def alerts(*, namespace=None, visible: set[str] | None = None, state: str | None
     return qs
 
 
-def alerts_before(qs, cursor: list):
-    """The rows after a keyset cursor [raised_at ISO, id] in newest-first order."""
-    raised_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+def alerts_before(qs, raised_at: datetime, last_id: uuid.UUID):
+    """The rows after a keyset position (raised_at, id) in newest-first order."""
     return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))
 
 

@@ -208,12 +208,7 @@ class ReviewQueueView(APIView):
     def get(self, request):
         ns = namespace_param(request)
         size = pagination.page_size(request)
-        cursor = pagination.decode_cursor(request)
-        offset = 0
-        if cursor is not None:
-            if len(cursor) != 1 or not isinstance(cursor[0], int) or cursor[0] < 0:
-                raise ValidationError({"cursor": ["Invalid cursor."]})
-            offset = cursor[0]
+        offset = pagination.offset_cursor(request)
         rows = list(selectors.review_queue(ns)[offset : offset + size + 1])
         more = len(rows) > size
         rows = rows[:size]
@@ -487,10 +482,7 @@ class AlertListView(APIView):
         size = pagination.page_size(request)
         cursor = pagination.decode_cursor(request)
         if cursor is not None:
-            try:
-                qs = selectors.alerts_before(qs, cursor)
-            except (IndexError, TypeError, ValueError) as exc:
-                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+            qs = selectors.alerts_before(qs, *pagination.keyset_cursor(cursor))
         rows = list(qs[: size + 1])
         more = len(rows) > size
         rows = rows[:size]

@@ -287,15 +287,13 @@ def _after_operation(qs, cursor: list):
     """The operations after a cursor ``[seq, ts]`` (or ``[seq]``, from before ``ts`` was added:
     still right, only slower): ``ts >= t`` bounds the index range, the rest of the tie is
     excluded by ``seq``."""
-    if not cursor or len(cursor) > 2 or type(cursor[0]) is not int:
-        raise ValidationError({"cursor": ["Invalid cursor."]})
+    if not cursor or len(cursor) > 2:
+        raise pagination.invalid_cursor()
+    seq = pagination.cursor_int(cursor[0], pagination.MAX_SEQ)
     if len(cursor) == 1:
-        return qs.filter(seq__gt=cursor[0])
-    try:
-        ts = parsers.to_utc(datetime.fromisoformat(cursor[1]))
-    except (TypeError, ValueError) as exc:
-        raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
-    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=cursor[0])
+        return qs.filter(seq__gt=seq)
+    ts = pagination.cursor_time(cursor[1])
+    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=seq)
 
 
 class _ObjectChangeView(APIView):
