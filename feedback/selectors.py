@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import datetime
 
 from django.db.models import Count, Q, Subquery, Sum
 from django.utils import timezone
 
-from feedback import aggregates, metrics, utility
+from feedback import aggregates, metrics, session_view, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -179,6 +180,30 @@ def visible_session(client, session_id) -> FeedbackSession | None:
     if any(client.can_see(name) for name in session.namespace_scope):
         return session
     return None
+
+
+def readable_object_ids(client, ids: set[str]) -> set[str]:
+    """The ids among ``ids`` of objects in namespaces the caller may read (one query)."""
+    pks = set()
+    for text in ids:
+        with contextlib.suppress(ValueError):
+            pks.add(uuid.UUID(text))
+    qs = MemoryObject.objects.filter(pk__in=pks)
+    names = client.namespace_names()
+    if names is not None:
+        qs = qs.filter(namespace__name__in=names)
+    return {str(pk) for pk in qs.values_list("pk", flat=True)}
+
+
+def records_for_reader(client, records: list[dict]) -> list[dict]:
+    """Session records as the caller may see them (``feedback.session_view``): one query for
+    the whole list, none for a caller who reads every namespace."""
+    names = client.namespace_names()
+    if names is None:
+        return records
+    ids = set().union(*(session_view.object_ids(r) for r in records)) if records else set()
+    readable = readable_object_ids(client, ids)
+    return [session_view.record_for_reader(r, readable, names) for r in records]
 
 
 # --- alerts (API.md "The closed loop") ----------------------------------------------------------

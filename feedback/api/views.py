@@ -168,12 +168,18 @@ def batch_answer(items: list[ingest.Item], results: list[tuple[int, dict]]) -> s
 class FeedbackSessionDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="feedback_sessions_detail", responses={200: openapi.SessionRecord})
+    @extend_schema(
+        operation_id="feedback_sessions_detail",
+        responses={200: openapi.SessionRecord},
+        description="A stored FEEDBACK_SESSION record, by the record's `id`. A caller "
+        "limited to some namespaces sees only the parts of a multi-namespace session in them "
+        "(`partial: true`).",
+    )
     def get(self, request, session_id: str):
         session = selectors.visible_session(request.auth, parse_uuid(session_id))
         if session is None:
             raise NotFound("No such feedback session.")
-        return Response(session.record)
+        return Response(selectors.records_for_reader(request.auth, [session.record])[0])
 
 
 class MetricsView(APIView):
@@ -309,9 +315,20 @@ AGGREGATE_COLUMNS = [
 ]
 
 
-def _session_rows(ns):
+def _session_records(ns, client, chunk: int = 2000):
+    """The namespace's session records as ``client`` may see them, a chunk at a time."""
     qs = FeedbackSession.objects.filter(scopes__namespace=ns).order_by("ts", "id")
-    for s in qs.values_list("record", flat=True).iterator(chunk_size=2000):
+    batch = []
+    for record in qs.values_list("record", flat=True).iterator(chunk_size=chunk):
+        batch.append(record)
+        if len(batch) == chunk:
+            yield from selectors.records_for_reader(client, batch)
+            batch = []
+    yield from selectors.records_for_reader(client, batch)
+
+
+def _session_rows(ns, client):
+    for s in _session_records(ns, client):
         yield [
             s["id"],
             s["session_id"],
@@ -328,7 +345,7 @@ def _session_rows(ns):
         ]
 
 
-def _aggregate_rows(ns):
+def _aggregate_rows(ns, client):
     qs = (
         FeedbackAggregate.objects.filter(namespace=ns)
         .select_related("object")
@@ -387,7 +404,7 @@ class ExportView(APIView):
 
         def stream():
             yield writer.writerow(columns)
-            for row in rows(ns):
+            for row in rows(ns, request.auth):
                 yield writer.writerow(row)
 
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
