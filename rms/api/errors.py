@@ -128,6 +128,19 @@ def api_not_found(request, *args, **kwargs):
     return JsonResponse(error_body("not_found", "Not found."), status=404)
 
 
+def handler400(request, exception=None):
+    """Django's own 400s (a Host not allowed, a suspicious request) are JSON under /api/ too."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("bad_request", "The request is malformed."), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def handler403(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("forbidden", "Forbidden."), status=403)
+    return defaults.permission_denied(request, exception)
+
+
 def handler404(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "Not found."), status=404)

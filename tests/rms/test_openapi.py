@@ -309,6 +309,10 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     expanded = call("client", "GET", "/api/v1/graph/expand", 200, query=f"seed={a}:1.0")
     assert [x["object_id"] for x in expanded["results"]] == [b]
     call("client", "GET", "/api/v1/graph/expand", 400)
+    seeds = {"seeds": [{"object_id": a, "score": 1.0}]}
+    posted = call("client", "POST", "/api/v1/graph/expand", 200, body=seeds)
+    assert [x["object_id"] for x in posted["results"]] == [b]
+    call("client", "POST", "/api/v1/graph/expand", 400, body={"seeds": []})
     call("client", "GET", "/api/v1/calibration", 200, query="namespace=support")
     call("client", "GET", "/api/v1/calibration", 400)
     call("client", "GET", "/api/v1/calibration", 403, query="namespace=billing")
