@@ -182,6 +182,21 @@ def visible_session(client, session_id) -> FeedbackSession | None:
     return None
 
 
+def visible_session_by_key(client, key: str) -> FeedbackSession | None:
+    """The record whose id is ``key`` or, failing that, the newest record (by ts) of the
+    session whose ``session_id`` is ``key`` that the caller may see. A
+    session_id may name several records (one per request_id)."""
+    with contextlib.suppress(ValueError):
+        session = visible_session(client, uuid.UUID(key))
+        if session is not None:
+            return session
+    names = client.namespace_names()
+    qs = FeedbackSession.objects.filter(session_id=key)
+    if names is not None:
+        qs = qs.filter(scopes__namespace__name__in=names)
+    return qs.order_by("-ts", "-last_op_ts", "-id").first()
+
+
 def readable_object_ids(client, ids: set[str]) -> set[str]:
     """The ids among ``ids`` of objects in namespaces the caller may read (one query)."""
     pks = set()

@@ -12,7 +12,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from feedback import (
     alerts,
@@ -29,6 +28,7 @@ from rms import services as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
+from rms.api.base import APIView
 from rms.api.errors import error_body, flatten_fields
 from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
@@ -171,12 +171,13 @@ class FeedbackSessionDetailView(APIView):
     @extend_schema(
         operation_id="feedback_sessions_detail",
         responses={200: openapi.SessionRecord},
-        description="A stored FEEDBACK_SESSION record, by the record's `id`. A caller "
+        description="A stored FEEDBACK_SESSION record, by the record's `id` or by its "
+        "`session_id` (the newest record of that session when it has several). A caller "
         "limited to some namespaces sees only the parts of a multi-namespace session in them "
         "(`partial: true`).",
     )
     def get(self, request, session_id: str):
-        session = selectors.visible_session(request.auth, parse_uuid(session_id))
+        session = selectors.visible_session_by_key(request.auth, session_id)
         if session is None:
             raise NotFound("No such feedback session.")
         return Response(selectors.records_for_reader(request.auth, [session.record])[0])

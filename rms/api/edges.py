@@ -9,10 +9,10 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from rms import edges, evidence
 from rms.api import openapi
+from rms.api.base import APIView
 from rms.api.permissions import ANY_ROLE, WRITERS
 from rms.api.serializers import (
     FiniteFloatField,

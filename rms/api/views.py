@@ -14,10 +14,10 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from rms import extensions, health, oplog, services, telemetry
 from rms.api import openapi, pagination, parsers, serializers
+from rms.api.base import APIView
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.errors import Forbidden, NotFound
 from rms.models import MemoryObject, Namespace, Operation
