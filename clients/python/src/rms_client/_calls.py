@@ -362,9 +362,7 @@ class Endpoints:
         go in the body: up to 100 of them make a query string longer than servers take."""
         pairs = seeds.items() if isinstance(seeds, Mapping) else seeds
         body = {"seeds": [{"object_id": str(oid), "score": score} for oid, score in pairs]}
-        return self._run(
-            Call("POST", "/graph/expand", body=body, idempotent=True, then=_results)
-        )
+        return self._run(Call("POST", "/graph/expand", body=body, idempotent=True, then=_results))
 
     def calibration(self, namespace: str) -> list[dict]:
         return self._run(
