@@ -4,10 +4,12 @@ integer overflow on SQLite)."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 import pytest
 
+from delivery.models import WebhookEndpoint
 from rms.api.pagination import encode_cursor
 from tests.factories import make_object
 
@@ -58,9 +60,16 @@ def test_time_keyed_cursor_out_of_range_is_400(request, persona, path, when):
     _bad(api.get(f"{path}?cursor={encode_cursor([when, ID])}"))
 
 
+@pytest.mark.parametrize("when", OUT_OF_RANGE_TIMES)
+def test_webhook_deliveries_cursor_out_of_range_is_400(admin_api, when):
+    endpoint = WebhookEndpoint.objects.create(
+        url="https://hooks.example/rms", secret="s" * 32, created_by="admin-1"
+    )
+    path = f"/api/v1/webhooks/{endpoint.pk}/deliveries"
+    _bad(admin_api.get(f"{path}?cursor={encode_cursor([when, ID])}"))
+
+
 @pytest.mark.parametrize("after", [f"{HUGE}.1", f"1.{HUGE}", f"{2**63}.0", "-1.5", "1.-5"])
 def test_change_feed_cursor_huge_or_negative_is_400(client_api, after):
-    import base64
-
     raw = base64.urlsafe_b64encode(after.encode()).decode().rstrip("=")
     _bad(client_api.get(f"/api/v1/changes?after={raw}"), "after")
