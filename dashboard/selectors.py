@@ -651,14 +651,19 @@ def session_rows(
     return qs.order_by(f"-{key}" if descending else key, "-id" if descending else "id")
 
 
-def session_page_counts(session_ids: list) -> tuple[dict, dict]:
+def session_page_counts(
+    session_ids: list, readable_namespaces: set[str] | None = None
+) -> tuple[dict, dict]:
     """Per session of one page: injections (n, Σ cost, unused) and signals (n, corrected,
-    positive), two grouped queries."""
+    positive), two grouped queries; with ``readable_namespaces``, of their objects only."""
     if not session_ids:
         return {}, {}
+    on_readable = (
+        Q() if readable_namespaces is None else Q(object__namespace__name__in=readable_namespaces)
+    )
     inj = {
         r["session_id"]: r
-        for r in InjectionEvent.objects.filter(session_id__in=session_ids)
+        for r in InjectionEvent.objects.filter(on_readable, session_id__in=session_ids)
         .values("session_id")
         .annotate(
             n=Count("id"), cost=Sum("token_cost"), unused=Count("id", filter=Q(ended_unused=True))
@@ -667,7 +672,7 @@ def session_page_counts(session_ids: list) -> tuple[dict, dict]:
     }
     sig = {
         r["feedback_session_id"]: r
-        for r in SignalRecord.objects.filter(feedback_session_id__in=session_ids)
+        for r in SignalRecord.objects.filter(on_readable, feedback_session_id__in=session_ids)
         .values("feedback_session_id")
         .annotate(
             n=Count("id"),
@@ -696,7 +701,9 @@ class SessionChange:
         return (self.confidence_after or 0.0) - (self.confidence_before or 0.0)
 
 
-def session_changes(session: FeedbackSession, signal_op_ids: set) -> list[SessionChange]:
+def session_changes(
+    session: FeedbackSession, signal_op_ids: set, on_readable: Q | None = None
+) -> list[SessionChange]:
     """The REINFORCE / PENALTY operations this session's signals caused, in one query.
 
     Every operation of a session carries the session's ts, so the candidates are the operations
@@ -707,7 +714,9 @@ def session_changes(session: FeedbackSession, signal_op_ids: set) -> list[Sessio
     rows = list(
         Operation.objects.filter(
             target_id__in=Subquery(
-                SignalRecord.objects.filter(feedback_session=session).values("object_id")
+                SignalRecord.objects.filter(on_readable or Q(), feedback_session=session).values(
+                    "object_id"
+                )
             ),
             ts=session.ts,
             op_type__in=("FEEDBACK_EVENT", "REINFORCE", "PENALTY"),
@@ -747,10 +756,19 @@ class SessionDetail:
     changes: list[SessionChange]
 
 
-def session_detail(session: FeedbackSession) -> SessionDetail:
-    """Three queries: injections, signals (each with its object's id and content), changes."""
+def session_detail(
+    session: FeedbackSession, readable_namespaces: set[str] | None = None
+) -> SessionDetail:
+    """Three queries: injections, signals (each with its object's id and content), changes.
+
+    With ``readable_namespaces`` (a reader limited to them), only the injections and signals on
+    objects of those namespaces: a session's scope may span namespaces the reader may not see.
+    """
+    on_readable = (
+        Q() if readable_namespaces is None else Q(object__namespace__name__in=readable_namespaces)
+    )
     injections = list(
-        InjectionEvent.objects.filter(session=session)
+        InjectionEvent.objects.filter(on_readable, session=session)
         .select_related("object")
         .only(
             "rank_position",
@@ -766,7 +784,7 @@ def session_detail(session: FeedbackSession) -> SessionDetail:
         .order_by("rank_position", "id")
     )
     signals = list(
-        SignalRecord.objects.filter(feedback_session=session)
+        SignalRecord.objects.filter(on_readable, feedback_session=session)
         .select_related("object")
         .only(
             "signal_type",
@@ -785,7 +803,7 @@ def session_detail(session: FeedbackSession) -> SessionDetail:
         )
         .order_by("id")
     )
-    changes = session_changes(session, {s.operation_id for s in signals})
+    changes = session_changes(session, {s.operation_id for s in signals}, on_readable)
     contents = {i.object_id: i.object for i in injections} | {
         s.object_id: s.object for s in signals
     }

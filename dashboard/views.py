@@ -29,7 +29,12 @@ from delivery import services as delivery_services
 from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import metrics
 from feedback.models import FeedbackSession, TaskRun
-from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, visible_session
+from feedback.selectors import (
+    REVIEW_MIN_INJECTIONS,
+    REVIEW_USAGE_BELOW,
+    records_for_reader,
+    visible_session,
+)
 from otlp import selectors as otlp_selectors
 from rms import events, policy, services
 from rms.errors import DomainError, NotFound
@@ -455,7 +460,9 @@ def sessions(request):
     )
     page = _page(request, qs)
     rows = list(page.object_list)
-    inj, sig = selectors.session_page_counts([r.session_id for r in rows])
+    inj, sig = selectors.session_page_counts(
+        [r.session_id for r in rows], access.client.namespace_names()
+    )
     for r in rows:
         r.inj = inj.get(r.session_id, {})
         r.sig = sig.get(r.session_id, {})
@@ -482,7 +489,9 @@ def session_detail(request, session_pk):
     session = visible_session(request.access.client, session_pk)
     if session is None:
         raise Http404("No such feedback session.")
-    detail = selectors.session_detail(session)
+    client = request.access.client
+    detail = selectors.session_detail(session, client.namespace_names())
+    record = records_for_reader(client, [session.record])[0]
     injections = detail.injections
     total_cost = sum(i.token_cost for i in injections)
     context = {
@@ -495,9 +504,9 @@ def session_detail(request, session_pk):
         "budget_share": (session.tokens_used / session.context_budget)
         if session.context_budget
         else None,
-        "str_mean": session.record.get("session_str_mean")
-        if isinstance(session.record, dict)
-        else None,
+        "scope": record["namespace_scope"],
+        "partial": record.get("partial", False),
+        "str_mean": record.get("session_str_mean"),
         "trace_id": otlp_selectors.session_trace_id(session),
     }
     return render(request, "dashboard/session.html", context)

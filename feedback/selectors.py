@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import datetime
 
 from django.db.models import Count, Q, Subquery, Sum
 from django.utils import timezone
 
-from feedback import aggregates, metrics, utility
+from feedback import aggregates, metrics, session_view, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -181,6 +182,45 @@ def visible_session(client, session_id) -> FeedbackSession | None:
     return None
 
 
+def visible_session_by_key(client, key: str) -> FeedbackSession | None:
+    """The record whose id is ``key`` or, failing that, the newest record (by ts) of the
+    session whose ``session_id`` is ``key`` that the caller may see. A
+    session_id may name several records (one per request_id)."""
+    with contextlib.suppress(ValueError):
+        session = visible_session(client, uuid.UUID(key))
+        if session is not None:
+            return session
+    names = client.namespace_names()
+    qs = FeedbackSession.objects.filter(session_id=key)
+    if names is not None:
+        qs = qs.filter(scopes__namespace__name__in=names)
+    return qs.order_by("-ts", "-last_op_ts", "-id").first()
+
+
+def readable_object_ids(client, ids: set[str]) -> set[str]:
+    """The ids among ``ids`` of objects in namespaces the caller may read (one query)."""
+    pks = set()
+    for text in ids:
+        with contextlib.suppress(ValueError):
+            pks.add(uuid.UUID(text))
+    qs = MemoryObject.objects.filter(pk__in=pks)
+    names = client.namespace_names()
+    if names is not None:
+        qs = qs.filter(namespace__name__in=names)
+    return {str(pk) for pk in qs.values_list("pk", flat=True)}
+
+
+def records_for_reader(client, records: list[dict]) -> list[dict]:
+    """Session records as the caller may see them (``feedback.session_view``): one query for
+    the whole list, none for a caller who reads every namespace."""
+    names = client.namespace_names()
+    if names is None:
+        return records
+    ids = set().union(*(session_view.object_ids(r) for r in records)) if records else set()
+    readable = readable_object_ids(client, ids)
+    return [session_view.record_for_reader(r, readable, names) for r in records]
+
+
 # --- alerts (API.md "The closed loop") ----------------------------------------------------------
 
 
@@ -196,9 +236,8 @@ def alerts(*, namespace=None, visible: set[str] | None = None, state: str | None
     return qs
 
 
-def alerts_before(qs, cursor: list):
-    """The rows after a keyset cursor [raised_at ISO, id] in newest-first order."""
-    raised_at, last_id = datetime.fromisoformat(cursor[0]), uuid.UUID(cursor[1])
+def alerts_before(qs, raised_at: datetime, last_id: uuid.UUID):
+    """The rows after a keyset position (raised_at, id) in newest-first order."""
     return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))
 
 

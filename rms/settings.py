@@ -217,6 +217,8 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
+    # Operations are tagged by resource (the path segment after /api/v1), not all "api".
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
     # Choice sets shared by several fields get one name each (issue 15: enums as enums).
     "ENUM_NAME_OVERRIDES": {
         "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",

@@ -18,5 +18,7 @@ urlpatterns = [
     path("", include("dashboard.urls")),
 ]
 
+handler400 = "rms.api.errors.handler400"
+handler403 = "rms.api.errors.handler403"
 handler404 = "rms.api.errors.handler404"
 handler500 = "rms.api.errors.handler500"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from delivery import selectors, services
 from delivery.api import openapi
@@ -13,6 +12,7 @@ from delivery.models import WebhookDelivery
 from rms import events
 from rms.api import openapi as core_openapi
 from rms.api import pagination
+from rms.api.base import APIView
 from rms.api.permissions import ADMIN
 
 ADMIN_ONLY = {"*": (ADMIN,)}

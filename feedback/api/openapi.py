@@ -81,6 +81,10 @@ class SessionRecord(serializers.Serializer):
     signals = SessionSignalOut(many=True)
     unused_ids = serializers.ListField(child=serializers.UUIDField())
     session_str_mean = serializers.FloatField(allow_null=True)
+    partial = serializers.BooleanField(
+        required=False,
+        help_text="Present (true) when parts in namespaces the caller may not read are left out.",
+    )
 
 
 class BatchItem(serializers.Serializer):

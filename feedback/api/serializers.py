@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from feedback import detection
@@ -43,6 +44,40 @@ class SessionSignalIn(StrictSerializer):
     evidence_ids = tag_list()
 
 
+#: The body API.md shows: the document's example, in place of numbers made up from the bounds.
+SESSION_EXAMPLE = {
+    "session_id": "s-1",
+    "request_id": "r-1",
+    "namespace_scope": ["support"],
+    "context_budget": 4096,
+    "tokens_used": 1840,
+    "context_text": "what stack does Alice use",
+    "context_tags": ["alice"],
+    "outcome": "SUCCESS",
+    "injections": [
+        {
+            "object_id": "3f1c2a9e-8d4b-4c7a-9e21-5b6d7c8e9f01",
+            "rank_position": 1,
+            "representation_type": "STRUCTURED",
+            "token_cost": 48,
+            "composite_score": 0.73,
+        }
+    ],
+    "signals": [
+        {
+            "object_id": "3f1c2a9e-8d4b-4c7a-9e21-5b6d7c8e9f01",
+            "signal_type": "REFERENCED",
+            "detection_method": "response_analysis",
+            "actor_id": "analyser",
+            "actor_type": "SYSTEM_PROCESS",
+        }
+    ],
+}
+
+
+@extend_schema_serializer(
+    examples=[OpenApiExample("A session", value=SESSION_EXAMPLE, request_only=True)]
+)
 class SessionIn(StrictSerializer):
     session_id = StrictCharField(max_length=200)
     request_id = StrictCharField(max_length=200)

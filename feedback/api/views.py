@@ -12,7 +12,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from feedback import (
     alerts,
@@ -29,6 +28,7 @@ from rms import services as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
+from rms.api.base import APIView
 from rms.api.errors import error_body, flatten_fields
 from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
@@ -180,12 +180,19 @@ def batch_answer(items: list[ingest.Item], results: list[tuple[int, dict]]) -> s
 class FeedbackSessionDetailView(APIView):
     roles = {"GET": ANY_ROLE}
 
-    @extend_schema(operation_id="feedback_sessions_detail", responses={200: openapi.SessionRecord})
+    @extend_schema(
+        operation_id="feedback_sessions_detail",
+        responses={200: openapi.SessionRecord},
+        description="A stored FEEDBACK_SESSION record, by the record's `id` or by its "
+        "`session_id` (the newest record of that session when it has several). A caller "
+        "limited to some namespaces sees only the parts of a multi-namespace session in them "
+        "(`partial: true`).",
+    )
     def get(self, request, session_id: str):
-        session = selectors.visible_session(request.auth, parse_uuid(session_id))
+        session = selectors.visible_session_by_key(request.auth, session_id)
         if session is None:
             raise NotFound("No such feedback session.")
-        return Response(session.record)
+        return Response(selectors.records_for_reader(request.auth, [session.record])[0])
 
 
 class MetricsView(APIView):
@@ -220,12 +227,7 @@ class ReviewQueueView(APIView):
     def get(self, request):
         ns = namespace_param(request)
         size = pagination.page_size(request)
-        cursor = pagination.decode_cursor(request)
-        offset = 0
-        if cursor is not None:
-            if len(cursor) != 1 or not isinstance(cursor[0], int) or cursor[0] < 0:
-                raise ValidationError({"cursor": ["Invalid cursor."]})
-            offset = cursor[0]
+        offset = pagination.offset_cursor(request)
         rows = list(selectors.review_queue(ns)[offset : offset + size + 1])
         more = len(rows) > size
         rows = rows[:size]
@@ -331,9 +333,20 @@ AGGREGATE_COLUMNS = [
 ]
 
 
-def _session_rows(ns):
+def _session_records(ns, client, chunk: int = 2000):
+    """The namespace's session records as ``client`` may see them, a chunk at a time."""
     qs = FeedbackSession.objects.filter(scopes__namespace=ns).order_by("ts", "id")
-    for s in qs.values_list("record", flat=True).iterator(chunk_size=2000):
+    batch = []
+    for record in qs.values_list("record", flat=True).iterator(chunk_size=chunk):
+        batch.append(record)
+        if len(batch) == chunk:
+            yield from selectors.records_for_reader(client, batch)
+            batch = []
+    yield from selectors.records_for_reader(client, batch)
+
+
+def _session_rows(ns, client):
+    for s in _session_records(ns, client):
         yield [
             s["id"],
             s["session_id"],
@@ -350,7 +363,7 @@ def _session_rows(ns):
         ]
 
 
-def _aggregate_rows(ns):
+def _aggregate_rows(ns, client):
     qs = (
         FeedbackAggregate.objects.filter(namespace=ns)
         .select_related("object")
@@ -409,7 +422,7 @@ class ExportView(APIView):
 
         def stream():
             yield writer.writerow(columns)
-            for row in rows(ns):
+            for row in rows(ns, request.auth):
                 yield writer.writerow(row)
 
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
@@ -504,10 +517,7 @@ class AlertListView(APIView):
         size = pagination.page_size(request)
         cursor = pagination.decode_cursor(request)
         if cursor is not None:
-            try:
-                qs = selectors.alerts_before(qs, cursor)
-            except (IndexError, TypeError, ValueError) as exc:
-                raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+            qs = selectors.alerts_before(qs, *pagination.keyset_cursor(cursor))
         rows = list(qs[: size + 1])
         more = len(rows) > size
         rows = rows[:size]

@@ -11,6 +11,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from rms.models import ApiClient
 
 KEYWORD = "Token"
+#: Schemes taken for the same key: ``Bearer`` is what most HTTP clients send for an API key.
+KEYWORDS = (b"token", b"bearer")
 
 
 def new_token() -> str:
@@ -22,14 +24,16 @@ def token_digest(token: str) -> str:
 
 
 class ApiTokenAuthentication(BaseAuthentication):
-    """``Authorization: Token <key>``; sets ``request.auth`` to the ApiClient."""
+    """``Authorization: Token <key>`` (or ``Bearer <key>``); sets ``request.auth`` to the
+    ApiClient. Another scheme is no credentials (a 401 whose message names the header to send,
+    ``rms.api.errors``), so a caller allowed without a token is not refused for it."""
 
     def authenticate(self, request):
         parts = get_authorization_header(request).split()
-        if not parts or parts[0].lower() != KEYWORD.lower().encode():
+        if not parts or parts[0].lower() not in KEYWORDS:
             return None
         if len(parts) != 2:
-            raise AuthenticationFailed("Invalid token header.")
+            raise AuthenticationFailed("Invalid token header: send 'Authorization: Token <key>'.")
         try:
             key = parts[1].decode()
         except UnicodeError as exc:

@@ -13,17 +13,19 @@ import json
 import time
 
 from django.http import HttpResponse
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers as drf
 from rest_framework.exceptions import Throttled, ValidationError
-from rest_framework.views import APIView
 
 from rms import changes, events, longpoll
 from rms.api import openapi
+from rms.api.base import APIView
 from rms.api.permissions import ANY_ROLE
 from rms.api.views import namespace_param
 
 MAX_WAIT = 30.0
+#: ``after=now``: start at the head of the log (a consumer that needs no history).
+HEAD = "now"
 #: Seconds between reads while a long poll waits (commit → consumer latency is about half).
 POLL_INTERVAL = 0.1
 
@@ -73,7 +75,14 @@ class ChangesView(APIView):
         operation_id="changes",
         parameters=[
             openapi.query("namespace", description="One namespace (403 if not yours)."),
-            openapi.query("after", description="Resume after this cursor (omitted: the start)."),
+            openapi.query(
+                "after",
+                description="Resume after this cursor (a previous page's `next_cursor`); "
+                "omitted: the start of the log; `now`: its head, so only later changes arrive.",
+                examples=[
+                    OpenApiExample("head", value="now"),
+                ],
+            ),
             openapi.query("types", description="Comma-separated event types."),
             openapi.query(
                 "limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
@@ -96,7 +105,8 @@ class ChangesView(APIView):
     )
     def get(self, request):
         try:
-            after = events.decode_cursor(request.query_params.get("after"))
+            raw_after = request.query_params.get("after")
+            after = changes.head() if raw_after == HEAD else events.decode_cursor(raw_after)
             types = events.parse_types(request.query_params.get("types"))
         except events.FeedError as exc:
             raise ValidationError({exc.field: [exc.message]}) from exc

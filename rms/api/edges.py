@@ -9,12 +9,13 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from rms import edges, evidence
 from rms.api import openapi
+from rms.api.base import APIView
 from rms.api.permissions import ANY_ROLE, WRITERS
 from rms.api.serializers import (
+    FiniteFloatField,
     StrictCharField,
     StrictDateTimeField,
     StrictSerializer,
@@ -94,13 +95,21 @@ class RelationshipEvidenceView(APIView):
         return Response(edges.relationship_out(rel, timezone.now()))
 
 
+def seed_scores(pairs: list[tuple[uuid.UUID, float]]) -> dict[uuid.UUID, float]:
+    """Seeds as {object id: score}; a seed given twice keeps its higher score."""
+    seeds: dict[uuid.UUID, float] = {}
+    for key, value in pairs:
+        seeds[key] = max(value, seeds.get(key, 0.0))
+    return seeds
+
+
 def parse_seeds(request) -> dict[uuid.UUID, float]:
     raw = request.query_params.getlist("seed")
     if not raw:
         raise ValidationError({"seed": ["Give at least one seed=<object id>:<score>."]})
     if len(raw) > MAX_SEEDS:
-        raise ValidationError({"seed": [f"At most {MAX_SEEDS} seeds."]})
-    seeds: dict[uuid.UUID, float] = {}
+        raise ValidationError({"seed": [f"At most {MAX_SEEDS} seeds (POST them for a body)."]})
+    pairs = []
     for item in raw:
         object_id, sep, score = item.rpartition(":")
         try:
@@ -110,12 +119,23 @@ def parse_seeds(request) -> dict[uuid.UUID, float]:
             value, key = math.nan, None
         if not sep or key is None or not math.isfinite(value) or value < 0:
             raise ValidationError({"seed": [f"Malformed seed {item!r}: use <uuid>:<score ≥ 0>."]})
-        seeds[key] = max(value, seeds.get(key, 0.0))
-    return seeds
+        pairs.append((key, value))
+    return seed_scores(pairs)
+
+
+class SeedIn(StrictSerializer):
+    object_id = StrictUUIDField()
+    score = FiniteFloatField(min_value=0)
+
+
+class ExpandIn(StrictSerializer):
+    """The seeds in a body: a 100-seed query string is longer than some proxies take."""
+
+    seeds = SeedIn(many=True, allow_empty=False, max_length=MAX_SEEDS)
 
 
 class GraphExpandView(APIView):
-    roles = {"GET": ANY_ROLE}
+    roles = {"GET": ANY_ROLE, "POST": ANY_ROLE}
 
     @extend_schema(
         operation_id="graph_expand",
@@ -135,6 +155,17 @@ class GraphExpandView(APIView):
         """One hop both ways; neighbour score = seed score × effective confidence (≥ 0.1)."""
         results = edges.expand(request.auth, parse_seeds(request), timezone.now())
         return Response({"results": results})
+
+    @extend_schema(
+        operation_id="graph_expand_post",
+        request=ExpandIn,
+        responses={200: openapi.ExpansionList},
+        description="The same expansion as GET, with up to 100 seeds in the body.",
+    )
+    def post(self, request):
+        data = validated(ExpandIn, request.data)
+        seeds = seed_scores([(s["object_id"], s["score"]) for s in data["seeds"]])
+        return Response({"results": edges.expand(request.auth, seeds, timezone.now())})
 
 
 class CalibrationView(APIView):

@@ -88,6 +88,17 @@ def _unavailable(exc: BaseException) -> None:
             connection.close_if_unusable_or_obsolete()
 
 
+def _not_authenticated_message(request) -> str:
+    sent = request.META.get("HTTP_AUTHORIZATION", "") if request is not None else ""
+    scheme = sent.split()[0] if sent.split() else ""
+    if scheme:
+        return (
+            f"The {scheme!r} authorization scheme is not accepted: "
+            "send 'Authorization: Token <key>'."
+        )
+    return "Authentication credentials were not provided: send 'Authorization: Token <key>'."
+
+
 def exception_handler(exc, context):
     if database_unavailable(exc):
         _unavailable(exc)
@@ -103,6 +114,10 @@ def exception_handler(exc, context):
         return Response(error_body("request_too_large", "The request body is too large."), 413)
     if isinstance(exc, Http404):
         return Response(error_body("not_found", "Not found."), status=404)
+    if isinstance(exc, drf.NotAuthenticated):
+        auth_header = getattr(exc, "auth_header", None)
+        exc = drf.NotAuthenticated(_not_authenticated_message(context.get("request")))
+        exc.auth_header = auth_header
     if isinstance(exc, drf.ValidationError):
         return Response(
             error_body("validation_error", "The request is invalid.", flatten_fields(exc.detail)),
@@ -126,6 +141,19 @@ def exception_handler(exc, context):
 @no_append_slash
 def api_not_found(request, *args, **kwargs):
     return JsonResponse(error_body("not_found", "Not found."), status=404)
+
+
+def handler400(request, exception=None):
+    """Django's own 400s (a Host not allowed, a suspicious request) are JSON under /api/ too."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("bad_request", "The request is malformed."), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def handler403(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("forbidden", "Forbidden."), status=403)
+    return defaults.permission_denied(request, exception)
 
 
 def handler404(request, exception=None):

@@ -18,6 +18,44 @@ from rms.api import parsers
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+#: Exclusive bound on a sequence number in a cursor: the log's ``seq`` is a PostgreSQL bigint,
+#: and a larger number reaching the database is a ``bigint out of range`` error, not a 400.
+MAX_SEQ = 2**63
+#: Exclusive bound on an offset cursor: far deeper than any page a client reaches, and within
+#: what both databases take as an OFFSET.
+MAX_OFFSET = 2**31
+
+
+def invalid_cursor() -> ValidationError:
+    return ValidationError({"cursor": ["Invalid cursor."]})
+
+
+def cursor_int(value, bound: int) -> int:
+    """A whole number ``0 <= value < bound`` from a decoded cursor; a 400 for anything else
+    (a float, a bool, a negative or huge number a client forged)."""
+    if type(value) is not int or not 0 <= value < bound:
+        raise invalid_cursor()
+    return value
+
+
+def cursor_time(value) -> datetime:
+    """An ISO time from a decoded cursor, in UTC; a 400 when it is not one or is out of range."""
+    if not isinstance(value, str):
+        raise invalid_cursor()
+    try:
+        return parsers.to_utc(datetime.fromisoformat(value))
+    except ValueError as exc:
+        raise invalid_cursor() from exc
+
+
+def offset_cursor(request) -> int:
+    """The offset of an offset cursor ``[n]`` (0 without one), bounded by MAX_OFFSET."""
+    cursor = decode_cursor(request)
+    if cursor is None:
+        return 0
+    if len(cursor) != 1:
+        raise invalid_cursor()
+    return cursor_int(cursor[0], MAX_OFFSET)
 
 
 def page_size(request) -> int:
@@ -59,6 +97,17 @@ def next_url(request, cursor: str | None) -> str | None:
     return request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
 
 
+def keyset_cursor(cursor: list) -> tuple[datetime, uuid.UUID]:
+    """A ``[time ISO, id]`` cursor, checked; a 400 when it is anything else."""
+    if len(cursor) != 2 or not isinstance(cursor[1], str):
+        raise invalid_cursor()
+    try:
+        last_id = uuid.UUID(cursor[1])
+    except ValueError as exc:
+        raise invalid_cursor() from exc
+    return cursor_time(cursor[0]), last_id
+
+
 def created_at_page(request, qs, *, newest_first: bool = False) -> tuple[list, str | None]:
     """One page of ``qs`` in (created_at, id) order and the URL of the next page.
 
@@ -67,11 +116,7 @@ def created_at_page(request, qs, *, newest_first: bool = False) -> tuple[list, s
     size = page_size(request)
     cursor = decode_cursor(request)
     if cursor is not None:
-        try:
-            created_at = parsers.to_utc(datetime.fromisoformat(cursor[0]))
-            last_id = uuid.UUID(cursor[1])
-        except (IndexError, TypeError, ValueError, AttributeError) as exc:
-            raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
+        created_at, last_id = keyset_cursor(cursor)
         if newest_first:
             after = Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id)
         else:

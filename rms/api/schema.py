@@ -83,7 +83,8 @@ class TokenScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "`Token <key>`, from `manage.py create_api_client`.",
+            "description": "`Token <key>` (or `Bearer <key>`), the key from "
+            "`manage.py create_api_client`.",
         }
 
 

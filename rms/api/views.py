@@ -15,10 +15,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from rms import extensions, health, oplog, services, telemetry
 from rms.api import openapi, pagination, parsers, serializers
+from rms.api.base import APIView
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.errors import Forbidden, NotFound
 from rms.models import MemoryObject, Namespace, Operation
@@ -288,15 +288,13 @@ def _after_operation(qs, cursor: list):
     """The operations after a cursor ``[seq, ts]`` (or ``[seq]``, from before ``ts`` was added:
     still right, only slower): ``ts >= t`` bounds the index range, the rest of the tie is
     excluded by ``seq``."""
-    if not cursor or len(cursor) > 2 or type(cursor[0]) is not int:
-        raise ValidationError({"cursor": ["Invalid cursor."]})
+    if not cursor or len(cursor) > 2:
+        raise pagination.invalid_cursor()
+    seq = pagination.cursor_int(cursor[0], pagination.MAX_SEQ)
     if len(cursor) == 1:
-        return qs.filter(seq__gt=cursor[0])
-    try:
-        ts = parsers.to_utc(datetime.fromisoformat(cursor[1]))
-    except (TypeError, ValueError) as exc:
-        raise ValidationError({"cursor": ["Invalid cursor."]}) from exc
-    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=cursor[0])
+        return qs.filter(seq__gt=seq)
+    ts = pagination.cursor_time(cursor[1])
+    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=seq)
 
 
 class _ObjectChangeView(APIView):

@@ -255,6 +255,10 @@ def test_relationships_and_graph(env, flavour):
         expanded = await aw(c.expand_graph({a["id"]: 1.0}))
         assert [r["object_id"] for r in expanded] == [b["id"]]
         assert expanded[0]["path"] == [rel["id"]]
+        # the hundred seeds the contract allows
+        others = await aw(c.create_objects(facts(99)))
+        many = await aw(c.expand_graph({a["id"]: 1.0} | {o["id"]: 0.5 for o in others}))
+        assert [r["object_id"] for r in many] == [b["id"]]
         assert isinstance(await aw(c.calibration("support")), list)
 
     run(flavour, env.url, env.client, scenario)

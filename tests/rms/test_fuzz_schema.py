@@ -3,8 +3,8 @@ with a token of each role, at least 2,000 generated cases; any 5xx, an undocumen
 content type, or an answer off its schema fails the test.
 
 Negative cases (inputs that break the schema) are held to the same checks, but not to
-schemathesis's ``negative_data_rejection``: the API ignores unknown query parameters, reads an
-empty ``?as_of=`` as absent, and answers a batch's invalid items inside its 207, on purpose.
+schemathesis's ``negative_data_rejection``: the API reads an empty ``?as_of=`` as absent, and
+answers a batch's invalid items inside its 207, on purpose.
 
 Generation is derandomized (the same cases on every run, so CI is reproducible) and not shrunk
 (a failure is reported as found: the point is the list, and shrinking would cost minutes).

@@ -195,6 +195,74 @@ class Recorder:
         return resp if resp.get("Content-Type", "").startswith("text/csv") else resp.json()
 
 
+@pytest.mark.django_db
+def test_operations_are_tagged_by_resource(anon_api):
+    schema = fetch_schema(anon_api)
+    tags = {}
+    for path, item in schema["paths"].items():
+        for method in METHODS:
+            if method in item:
+                resource = path.removeprefix("/api/v1/").split("/")[0]
+                assert item[method]["tags"] == [resource], (method, path)
+                tags[resource] = True
+    assert {"objects", "feedback-sessions", "changes", "webhooks", "graph"} <= set(tags)
+
+
+def _numbers(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _numbers(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield value
+
+
+def _bounded_by_int32(schema: dict, components: dict) -> bool:
+    """Whether a request schema has a number whose bound is the 32-bit maximum, which example
+    generators otherwise show as the value."""
+    seen: set[str] = set()
+
+    def walk(node) -> bool:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if ref:
+                name = ref.rsplit("/", 1)[1]
+                if name in seen:
+                    return False
+                seen.add(name)
+                return walk(components[name])
+            if node.get("maximum") == 2_147_483_647:
+                return True
+            return any(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+
+    return walk(schema)
+
+
+@pytest.mark.django_db
+def test_request_bodies_bounded_by_the_int32_maximum_carry_real_examples(anon_api):
+    schema = fetch_schema(anon_api)
+    components = schema["components"]["schemas"]
+    checked = []
+    for path, item in schema["paths"].items():
+        for method in METHODS:
+            body = item.get(method, {}).get("requestBody", {}).get("content", {})
+            media = body.get("application/json")
+            if not media or not _bounded_by_int32(media["schema"], components):
+                continue
+            checked.append((method, path))
+            examples = media.get("examples")
+            assert examples, (method, path)
+            for example in examples.values():
+                numbers = list(_numbers(example["value"]))
+                assert numbers and 2_147_483_647 not in numbers, (method, path)
+    assert ("post", "/api/v1/feedback-sessions") in checked
+
+
 @pytest.fixture
 def recorder(anon_api, monkeypatch):
     from feedback import taskruns
@@ -309,6 +377,10 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     expanded = call("client", "GET", "/api/v1/graph/expand", 200, query=f"seed={a}:1.0")
     assert [x["object_id"] for x in expanded["results"]] == [b]
     call("client", "GET", "/api/v1/graph/expand", 400)
+    seeds = {"seeds": [{"object_id": a, "score": 1.0}]}
+    posted = call("client", "POST", "/api/v1/graph/expand", 200, body=seeds)
+    assert [x["object_id"] for x in posted["results"]] == [b]
+    call("client", "POST", "/api/v1/graph/expand", 400, body={"seeds": []})
     call("client", "GET", "/api/v1/calibration", 200, query="namespace=support")
     call("client", "GET", "/api/v1/calibration", 400)
     call("client", "GET", "/api/v1/calibration", 403, query="namespace=billing")

@@ -257,7 +257,8 @@ class Endpoints:
         return self._run_all(calls, lambda parts: [item for part in parts for item in part])
 
     def get_session(self, session_id: str | uuid.UUID) -> dict:
-        """The stored record, by the record's ``id``."""
+        """The stored record, by the record's ``id`` or by a ``session_id`` (its newest
+        record)."""
         return self._run(Call("GET", f"/feedback-sessions/{session_id}", idempotent=True))
 
     # --- reading the loop --------------------------------------------------------------------
@@ -357,10 +358,11 @@ class Endpoints:
     def expand_graph(
         self, seeds: Mapping[str, float] | Iterable[tuple[str | uuid.UUID, float]]
     ) -> list[dict]:
-        """``GET /graph/expand`` → ``[{object_id, score, path}]`` (seeds left out)."""
+        """``POST /graph/expand`` → ``[{object_id, score, path}]`` (seeds left out). The seeds
+        go in the body: up to 100 of them make a query string longer than servers take."""
         pairs = seeds.items() if isinstance(seeds, Mapping) else seeds
-        params = [("seed", f"{oid}:{score}") for oid, score in pairs]
-        return self._run(Call("GET", "/graph/expand", params, idempotent=True, then=_results))
+        body = {"seeds": [{"object_id": str(oid), "score": score} for oid, score in pairs]}
+        return self._run(Call("POST", "/graph/expand", body=body, idempotent=True, then=_results))
 
     def calibration(self, namespace: str) -> list[dict]:
         return self._run(
