@@ -30,8 +30,8 @@ from statistics import fmean
 from typing import ClassVar
 
 from feedback import aggregates, detection
+from feedback.apply import apply_signal
 from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
-from feedback.services import signal_record_row
 from rms import idempotency, oplog, policy
 from rms import services as core
 from rms.errors import DomainError
@@ -394,27 +394,26 @@ class SessionPlan:
             more: dict | None = None,
             payload_json: str | None = None,
         ) -> core.SignalResult:
-            result = core.signal_ops(
+            # Automatic UNUSED stay in the log (FEEDBACK_EVENT) and in
+            # InjectionEvent.ended_unused; SignalRecord keeps what clients sent, a quarter
+            # of the rows.
+            applied = apply_signal(
                 obj,
                 signal,
-                tallies,
+                tallies=tallies,
+                ledger=aggs,
                 extra={**extra, **(more or {})},
                 payload_json=payload_json,
                 key=keys[obj.pk],
+                record=not automatic,
+                session=session,
             )
-            events.ops.append(result.feedback_op)
-            if result.change_op is not None:
-                events.ops.append(result.change_op)
-            base, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
-            if not automatic:
-                # Automatic UNUSED stay in the log (FEEDBACK_EVENT) and in
-                # InjectionEvent.ended_unused; SignalRecord keeps what clients sent, a quarter
-                # of the rows.
-                events.signals.append(signal_record_row(obj, result, session=session))
+            events.ops.extend(applied.ops)
+            if applied.record is not None:
+                events.signals.append(applied.record)
             received[obj.pk].append(signal.signal_type)
             self.touched[obj.pk] = obj
-            return result
+            return applied.result
 
         planned = session_signals(data, item.detected)
         for entry in (signal.entry for signal in planned if signal.entry is not None):

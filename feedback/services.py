@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from feedback import aggregates, detection
+from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store
 from rms import services as core
@@ -20,31 +21,6 @@ from rms.models import ApiClient, MemoryObject, Operation, new_row
 from rms.representations import objects_out, operation_out
 
 SIGNAL_SCOPE = "signal"
-
-
-def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic=False):
-    """The per-signal FEEDBACK_EVENT record (SPEC §2): detection, weights and effect."""
-    payload, signal = result.feedback_op.payload, result.signal
-    return new_row(
-        SignalRecord,
-        id=None,
-        feedback_session_id=None if session is None else session.pk,
-        object_id=obj.pk,
-        namespace_id=obj.namespace_id,
-        operation_id=result.feedback_op.id,
-        ts=signal.ts,
-        session_id=signal.session_id,
-        signal_type=signal.signal_type,
-        detection_method=signal.detection_method,
-        reliability_class=payload["reliability_class"],
-        base_weight=payload["base_weight"],
-        effective_weight=payload["effective_weight"],
-        effect=result.effect,
-        reason=(result.outcome.reason or "")[:200],
-        actor_id=signal.actor_id,
-        actor_type=signal.actor_type,
-        automatic=automatic,
-    )
 
 
 #: What an aggregate row is read as: the object id, then ``Aggregate``'s fields in order.
@@ -147,16 +123,17 @@ def signal_record(
                 evidence_ids=tuple(data.get("evidence_ids") or ()),
             )
             tallies = core.load_tallies([(obj.pk, signal.session_id)])
-            result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
             aggs = load_aggregates([obj.pk])
-            _, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+            applied = apply_signal(
+                obj, signal, tallies=tallies, ledger=aggs, extra={"request_id": request_id}
+            )
+            result = applied.result
             # One pipeline for every write of the signal (rms.store's batched).
             db = store.get()
             with db.batched():
                 db.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
-                db.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
-                db.insert(SignalRecord, [signal_record_row(obj, result)])
+                db.insert(Operation, applied.ops)
+                db.insert(SignalRecord, [applied.record])
                 core.write_tallies(db, tallies.changes())
                 write_aggregates(db, aggs.changes(), {obj.pk: obj.namespace_id})
             answer = signal_answer(result, obj)
