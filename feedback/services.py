@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -173,3 +174,27 @@ def check_analysis(response_text: str, object_count: int, objects_field: str) ->
                 ]
             },
         )
+
+
+class AnalysisBudget:
+    """The response analysis one request may run (``settings.RMS_ANALYSIS_BUDGET``), counted in
+    characters × objects analysed, which is what an analysis' time grows with. Spent in request
+    order; once an analysis does not fit, every later one of the request is refused too, so
+    the refused items of a batch are its tail and can be sent again in another request."""
+
+    def __init__(self) -> None:
+        self.total = settings.RMS_ANALYSIS_BUDGET
+        self.left = self.total
+
+    def spend(self, response_text: str, object_count: int) -> None:
+        """Take one analysis from the budget, or 413 ``analysis_budget_exceeded``."""
+        cost = len(response_text) * object_count
+        if cost > self.left:
+            self.left = 0
+            raise DomainError(
+                "analysis_budget_exceeded",
+                f"This request's response analyses exceed its budget of {self.total} characters "
+                "× objects analysed; send the refused sessions in another request.",
+                413,
+            )
+        self.left -= cost
