@@ -331,6 +331,12 @@ def _seconds(name: str, default: int) -> int:
 
 
 RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
+# Response analysis one request may run, in characters × objects analysed (~170 ns of CPU each):
+# five of the largest single analyses, or a 500-session batch of 3,000-character responses with
+# ten silent injections each, about five seconds. Past it, a batch's items are refused (413).
+RMS_ANALYSIS_BUDGET = env.int("RMS_ANALYSIS_BUDGET", default=32_000_000)
+if RMS_ANALYSIS_BUDGET < 1:
+    raise ImproperlyConfigured(f"RMS_ANALYSIS_BUDGET must be positive, got {RMS_ANALYSIS_BUDGET}")
 RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
 # --- webhooks (delivery/) ------------------------------------------------------------------------
 # Loopback/private/link-local endpoint URLs are refused (SSRF) unless this allows them (dev, tests).

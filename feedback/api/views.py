@@ -43,10 +43,14 @@ ANALYSIS_BOUNDS = (
     "Response analysis reads at most "
     f"{detection.MAX_RESPONSE_CHARS} characters of `response_text` (longer: 413 "
     f"`response_text_too_large`) against at most {detection.MAX_OBJECTS} objects (more: 400); "
-    "in a session the objects analysed are the injected ones without an explicit signal."
+    "in a session the objects analysed are the injected ones without an explicit signal. "
+    "One request analyses at most `RMS_ANALYSIS_BUDGET` characters × objects in all (a "
+    "setting; past it: 413 `analysis_budget_exceeded`, in a batch for that item and every "
+    "later one that needs analysis); a retry of a stored session is not analysed again."
 )
 ANALYSIS_TOO_LARGE = core_openapi.error(
-    "The body is too large, or `response_text` is longer than response analysis reads."
+    "The body is too large, `response_text` is longer than response analysis reads, or the "
+    "request's analysis budget is spent."
 )
 
 
@@ -270,6 +274,7 @@ class DetectView(APIView):
             raise ValidationError({"response_text": ["This field may not be blank."]})
         ids = list(dict.fromkeys(data["object_ids"]))
         services.check_analysis(data["response_text"], len(ids), "object_ids")
+        services.AnalysisBudget().spend(data["response_text"], len(ids))
         objs = core.visible_objects(request.auth, ids, "object_ids")
         found = detection.analyse(
             data["response_text"],
