@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, detection, embedding, enqueue, planner, services
+from analysis import api as detection
+from analysis import api as embedding
+from feedback import aggregates, enqueue, planner, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store

@@ -11,7 +11,8 @@ import operator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from feedback import aggregates, detection
+from analysis import api as detection
+from feedback import aggregates
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store
 from rms import services as core

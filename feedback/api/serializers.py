@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from feedback import detection
+from analysis import api as detection
 from feedback.utility import OUTCOMES
 from rms import policy
 from rms.api.serializers import (

@@ -14,10 +14,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analysis import api as detection
+from analysis import api as embedding
 from feedback import (
     alerts,
-    detection,
-    embedding,
     ingest,
     selectors,
     services,

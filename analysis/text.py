@@ -1,6 +1,6 @@
-"""Text normalisation before the response analyser tokenises (``feedback.detection``): one
+"""Text normalisation before the response analyser tokenises (``analysis.lexical``): one
 spelling for one quantity, date or time; the quoted user question; synonyms; and the concept
-lexicon (``feedback/data/detection_lexicon.txt``, ``detection_wordnet.txt``).
+lexicon (``analysis/data/detection_lexicon.txt``, ``detection_wordnet.txt``).
 
 ``normalise(text)`` is what the analyser tokenises; ``related_table()`` is the related-word table
 it matches through. Pure module: stdlib only, no Django import, deterministic.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from feedback.detection_words import (
+from analysis.words import (
     CHANGE_VERBS,
     COMBINING_RE,
     HAS_DIGIT_RE,
@@ -290,7 +290,7 @@ def strip_quoted_question(text: str) -> str:
 
 def without_quoted_question(text: str) -> str:
     """The response as the analyser reads it: restatements of the user's question dropped.
-    Public for other scorers (feedback/embedding.py), so that the rule lives here only."""
+    Public for other scorers (analysis/embedding.py), so that the rule lives here only."""
     return strip_quoted_question(text.replace("’", "'").replace("‘", "'"))
 
 
@@ -399,8 +399,8 @@ SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.spli
 
 
 # --------------------------------------------------------------------------------------------
-# Concept lexicon (issue #18): feedback/data/detection_lexicon.txt, general English written by
-# hand (its header explains the three kinds of line), and feedback/data/detection_wordnet.txt,
+# Concept lexicon (issue #18): analysis/data/detection_lexicon.txt, general English written by
+# hand (its header explains the three kinds of line), and analysis/data/detection_wordnet.txt,
 # related words derived from WordNet 3.0 by bench/build_wordnet_lexicon.py. Both ship inside
 # the package; the first is read at import (it is small), the second on first use.
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ paraphrase only costs a small γ that a stronger signal can still provide.
 
 Pure module: stdlib only, no Django import, deterministic (no randomness, no dict-order
 dependence in the result). docs/DETECTION.md describes the method, its weights and threshold and
-the measured precision/recall on feedback/data/detection_reference.jsonl.
+the measured precision/recall on analysis/data/detection_reference.jsonl.
 
 The default scorer is lexical (`LexicalScorer`); any object with a `threshold` and a
 `score(content, response) -> (score, reason)` method can be plugged in instead (`Scorer`), e.g. an
@@ -24,10 +24,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
-from feedback.detection_text import (
+from analysis.text import (
     FULL_HOUR_RE,
     LATE_HHMM_RE,
     MARK_BASE,
@@ -39,7 +38,7 @@ from feedback.detection_text import (
     retraction_cues,
     strip_quoted_question,
 )
-from feedback.detection_words import (
+from analysis.words import (
     CHANGE_STOPS,
     CHANGE_VERBS,
     CLAUSE_PUNCT,
@@ -658,7 +657,7 @@ class LexicalScorer:
                              in the window only under a negation the memory does not have.
     REFERENCED when score ≥ threshold. The constants are explained in docs/DETECTION.md.
 
-    Concepts (issue #18, feedback/data/detection_lexicon.txt): with `concepts`, a phrase of the
+    Concepts (issue #18, analysis/data/detection_lexicon.txt): with `concepts`, a phrase of the
     lexicon ("reports to", "doesn't eat meat", "every other week"), a date, a spoken time or a
     duration is followed by its other wording ("manager", "vegetarian", "everyfortnightly",
     "2027-08-02", "09:30", "120 minutes"): an optional term of the memory, that stands in for
@@ -793,7 +792,7 @@ class LexicalScorer:
 
     def features_many(self, contents: Sequence[str], response: str) -> list[LexicalFeatures]:
         """The score, reason and the sub-scores and flags behind them, one per content (for
-        scorers fitted on top of this one, feedback/detection_model.py)."""
+        scorers fitted on top of this one, analysis/model.py)."""
         prepared = _prepare_response(response, self.concepts)
         return [self._analyse(_prepare_memory(c, self.concepts), prepared) for c in contents]
 
@@ -1027,62 +1026,3 @@ class LexicalScorer:
 
 
 DEFAULT_SCORER = LexicalScorer()
-
-# The hand-labelled reference set (docs/DETECTION.md, "Reference set").
-REFERENCE_SET = Path(__file__).resolve().parent / "data" / "detection_reference.jsonl"
-
-
-def warm() -> None:
-    """Load what the first analysis would otherwise load on the request path: the word
-    frequencies and the WordNet table (about 0.8 s together). Web and worker processes call
-    this as they start (``rms.gunicorn_conf``, ``feedback.tasks``); results never depend on it."""
-    _frequencies()
-    related_table()
-
-
-def clear_caches() -> None:
-    """Empty the word caches (for cold-start timing; results never depend on them)."""
-    stem_of.cache_clear()
-    _lex.cache_clear()
-    _negate.cache_clear()
-    _prepare_memory.cache_clear()
-
-
-# --------------------------------------------------------------------------------------------
-# Entry point
-# --------------------------------------------------------------------------------------------
-
-
-#: The bounds of one analysis, on the API (a session with ``detect``, POST /detect). Its cost grows
-#: with the response's length times the objects scored: at the bounds about a second of CPU
-#: (bench/bench_detect_feed.py). 32,000 characters is about 8,000 tokens, a long LLM answer;
-#: 200 objects is a large memory bundle and the /detect endpoint's earlier list bound.
-MAX_RESPONSE_CHARS = 32_000
-MAX_OBJECTS = 200
-
-
-def analyse(
-    response_text: str,
-    objects: Sequence[DetectionInput],
-    scorer: Scorer | None = None,
-    threshold: float | None = None,
-) -> list[Detection]:
-    """One Detection per object, in the given order: REFERENCED when score >= threshold.
-
-    `threshold` overrides the scorer's own. Scores are clamped to [0, 1].
-    """
-    if not objects:
-        return []
-    scorer = scorer or DEFAULT_SCORER
-    cut = scorer.threshold if threshold is None else threshold
-    contents = [o.content for o in objects]
-    if isinstance(scorer, BatchScorer):
-        results = scorer.score_many(contents, response_text)
-    else:
-        results = [scorer.score(c, response_text) for c in contents]
-    detections = []
-    for obj, (raw, reason) in zip(objects, results, strict=True):
-        score = min(1.0, max(0.0, float(raw)))
-        signal: SignalType = REFERENCED if score >= cut else UNUSED
-        detections.append(Detection(obj.object_id, signal, round(score, 4), reason))
-    return detections
