@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analysis.embedding import service_scorer
-from analysis.lexical import (
-    DEFAULT_SCORER,
+from analysis.lexical import DEFAULT_SCORER
+from analysis.prepare import _prepare_memory
+from analysis.text import related_table
+from analysis.tokens import _frequencies, _lex, _negate
+from analysis.types import (
     REFERENCED,
     UNUSED,
     BatchScorer,
@@ -20,12 +23,7 @@ from analysis.lexical import (
     DetectionInput,
     Scorer,
     SignalType,
-    _frequencies,
-    _lex,
-    _negate,
-    _prepare_memory,
 )
-from analysis.text import related_table
 from analysis.words import stem_of
 
 __all__ = [

@@ -32,8 +32,9 @@ from functools import lru_cache
 from operator import mul
 from pathlib import Path
 
-from analysis.lexical import DEFAULT_SCORER, LexicalScorer, Scorer
+from analysis.lexical import DEFAULT_SCORER, LexicalScorer
 from analysis.text import retraction_cues, without_quoted_question
+from analysis.types import Scorer
 
 logger = logging.getLogger(__name__)
 

@@ -90,7 +90,7 @@ def dump(out: Path) -> None:
 def windows(scorer, response: str, most: int = 12) -> list[str]:
     """The response's windows of ``window_sentences`` sentences, normalised as ``best_passage``
     reads them (at most ``most``, evenly spaced): unlabelled text for distillation."""
-    from analysis import lexical as d
+    from analysis import prepare as d
 
     resp = d._prepare_response(response, scorer.concepts)
     n = len(resp.sentence_starts)
@@ -103,7 +103,7 @@ def windows(scorer, response: str, most: int = 12) -> list[str]:
 def best_passage(scorer, memory: str, response: str) -> str:
     """The memory's best window of the response, as the lexical scorer reads it (normalised,
     lower case); the response's opening when no term matches."""
-    from analysis import lexical as d
+    from analysis import prepare as d
 
     resp = d._prepare_response(response, scorer.concepts)
     mem = d._prepare_memory(memory, scorer.concepts)
