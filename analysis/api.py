@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analysis.concepts import related_table
 from analysis.embedding import service_scorer
 from analysis.lexical import DEFAULT_SCORER
 from analysis.prepare import _prepare_memory
-from analysis.text import related_table
 from analysis.tokens import _frequencies, _lex, _negate
 from analysis.types import (
     REFERENCED,

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from analysis.concepts import related_table
 from analysis.prepare import (
     _NEG,
     _NO_MATCH,
@@ -36,12 +37,7 @@ from analysis.prepare import (
     _prepare_response,
     _Response,
 )
-from analysis.text import (
-    FULL_HOUR_RE,
-    LATE_HHMM_RE,
-    related_table,
-    retraction_cues,
-)
+from analysis.text import FULL_HOUR_RE, LATE_HHMM_RE, retraction_cues
 from analysis.tokens import _GENERIC, _ID, _PROPER, _UNIT, _W_PROPER, _WORD, _Token
 from analysis.words import swap_members
 

@@ -13,12 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from analysis.text import (
-    SYNONYMS,
-    normalise,
-    retraction_cues,
-    strip_quoted_question,
-)
+from analysis.concepts import SYNONYMS
+from analysis.normalise import normalise
+from analysis.text import retraction_cues, strip_quoted_question
 from analysis.tokens import _GENERIC, _ID, _NUM, _UNIT, _W_PROPER, _Token, _tokenise
 from analysis.words import (
     GENERIC_WORDS,

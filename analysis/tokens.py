@@ -12,12 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from analysis.text import (
-    MARK_BASE,
-    MARK_HIGH,
-    MARK_LOW,
-    SYNONYMS,
-)
+from analysis.concepts import MARK_BASE, MARK_HIGH, MARK_LOW, SYNONYMS
 from analysis.words import (
     CHANGE_STOPS,
     CHANGE_VERBS,

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from analysis.api import REFERENCED, UNUSED, DetectionInput, analyse
+from analysis.concepts import LEXICON_FILE, WORDNET_FILE, related_table
 from analysis.lexical import LexicalScorer
 from analysis.model import THRESHOLD, VETO_CAP, FittedScorer
-from analysis.text import LEXICON_FILE, WORDNET_FILE, normalise, related_table
+from analysis.normalise import normalise
 
 LEXICAL = LexicalScorer()
 PLAIN = LexicalScorer(concepts=False, related_credit=0, hypernym_credit=0, hyponym_credit=0)
