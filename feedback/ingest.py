@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, detection, embedding, enqueue, planner, selectors, services
+from analysis import api as detection
+from feedback import aggregates, enqueue, planner, selectors, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store
@@ -90,7 +91,7 @@ def _analyse(client: ApiClient, items: list[Item]) -> None:
     if not ids:
         return
     contents = dict(MemoryObject.objects.filter(pk__in=ids).values_list("pk", "content"))
-    scorer = embedding.service_scorer()
+    scorer = detection.service_scorer()
     for item, silent in wanted:
         known = [oid for oid in silent if oid in contents]
         found = detection.analyse(

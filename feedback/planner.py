@@ -29,7 +29,8 @@ from datetime import datetime
 from statistics import fmean
 from typing import ClassVar
 
-from feedback import aggregates, detection
+from analysis import api as detection
+from feedback import aggregates
 from feedback.apply import apply_signal
 from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
 from rms import idempotency, oplog, policy

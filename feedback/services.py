@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from feedback import aggregates, detection
+from analysis import api as detection
+from feedback import aggregates
 from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store

@@ -500,7 +500,7 @@ def reconcile_task_runs() -> dict:
 def _warm_detection(**kwargs) -> None:
     """The response analyser's tables, loaded once in the worker's main process before its pool
     starts (prefork children inherit them), not by the first task that analyses a session."""
-    from feedback import detection
+    from analysis import api as detection
 
     try:
         detection.warm()

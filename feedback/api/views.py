@@ -13,10 +13,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from analysis import api as detection
 from feedback import (
     alerts,
-    detection,
-    embedding,
     ingest,
     selectors,
     services,
@@ -279,7 +278,7 @@ class DetectView(APIView):
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
-            embedding.service_scorer(),
+            detection.service_scorer(),
         )
         return Response(
             {

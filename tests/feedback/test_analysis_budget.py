@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 
-from feedback import detection
+from analysis import api as detection
 from feedback.models import FeedbackSession
 from tests.factories import post, session
 
