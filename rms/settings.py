@@ -34,6 +34,17 @@ def _bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def _positive_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = env.str(name, default="").strip()
+    if raw == "":
+        return default
+    if not raw.isdigit() or int(raw) < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, got {raw!r}"
+        )
+    return int(raw)
+
+
 DEBUG = _bool("DEBUG", default=False)
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"  # noqa: S105
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -53,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -73,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "rms.urls"
@@ -149,6 +163,27 @@ STATICFILES_DIRS = (
     else []
 )
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- login throttling (django-axes): dashboard and admin logins ---------------------------------
+# A username, or an address, with RMS_LOGIN_FAILURE_LIMIT failed logins is refused (429, with the
+# reason) for RMS_LOGIN_COOL_OFF_MINUTES, even with the right password. API tokens never log in
+# this way and are not affected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _positive_int("RMS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_positive_int("RMS_LOGIN_COOL_OFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The lockout lasts its cool-off from the last counted failure; a refused attempt while locked
+# does not extend it (so the owner's own retries do not keep the account locked).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "dashboard.lockout.locked_out"
+# The address is the connection's (REMOTE_ADDR): a forwarded-for header is the client's own word.
+# Behind RMS_TRUSTED_PROXIES reverse proxies, the address those proxies recorded is used instead.
+RMS_TRUSTED_PROXIES = _positive_int("RMS_TRUSTED_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "dashboard.lockout.client_address"
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
