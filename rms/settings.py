@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -46,12 +47,30 @@ def _positive_int(name: str, default: int, minimum: int = 1) -> int:
 
 
 DEBUG = _bool("DEBUG", default=False)
+# Production unless told otherwise: DEBUG on, the test suite, `make run` (it sets
+# RMS_DEVELOPMENT for itself and the processes it starts) or RMS_DEVELOPMENT=true are
+# development; anything else with DEBUG off is a production start and needs its own SECRET_KEY.
+if "pytest" in sys.modules:
+    # The test suite's own subprocesses (gunicorn, workers) are development too.
+    os.environ.setdefault("RMS_DEVELOPMENT", "true")
+RMS_DEVELOPMENT = DEBUG or _bool("RMS_DEVELOPMENT", default=False)
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"  # noqa: S105
+# Keys that were ever published with the project: never a production key.
+_PUBLISHED_SECRETS = {_DEV_SECRET, "change-me-in-production"}
 SECRET_KEY = env.str("SECRET_KEY", default="")
-if not SECRET_KEY:
-    if not DEBUG and _bool("RMS_REQUIRE_SECRET", default=False):
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off in production")
-    SECRET_KEY = _DEV_SECRET
+if not RMS_DEVELOPMENT or _bool("RMS_REQUIRE_SECRET", default=False):
+    if not SECRET_KEY and not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off this is a production start: set SECRET_KEY to "
+            "a long random value, e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'. For development use `make run`, or set "
+            "RMS_DEVELOPMENT=true to use the built-in development key."
+        )
+    if SECRET_KEY in _PUBLISHED_SECRETS and not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is a published placeholder; set a long random value of your own."
+        )
+SECRET_KEY = SECRET_KEY or _DEV_SECRET
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -185,6 +204,9 @@ AXES_LOCKOUT_CALLABLE = "dashboard.lockout.locked_out"
 # Behind RMS_TRUSTED_PROXIES reverse proxies, the address those proxies recorded is used instead.
 RMS_TRUSTED_PROXIES = _positive_int("RMS_TRUSTED_PROXIES", 0, minimum=0)
 AXES_CLIENT_IP_CALLABLE = "dashboard.lockout.client_address"
+if RMS_TRUSTED_PROXIES:
+    # TLS ends at the proxy, which says so in X-Forwarded-Proto (it must set, not pass on, it).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -217,14 +239,19 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # the dashboard's script reads the token for its fetch() calls
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
 if not DEBUG:
-    SESSION_COOKIE_HTTPONLY = True
-    CSRF_COOKIE_HTTPONLY = False
-    SECURE_CONTENT_TYPE_NOSNIFF = True
-    X_FRAME_OPTIONS = "DENY"
     SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", default=False)
     SESSION_COOKIE_SECURE = _bool("SECURE_COOKIES", default=False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    # Strict-Transport-Security, sent on HTTPS responses only; 0 sends none. Start small: a
+    # browser that saw it refuses plain HTTP to the host for this many seconds.
+    SECURE_HSTS_SECONDS = _positive_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+    SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", default=False)
 
 
 # --- telemetry (issue 15) ---------------------------------------------------------------------
