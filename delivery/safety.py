@@ -99,8 +99,8 @@ def resolve(url: str) -> Target:
     for address in addresses:
         if not _allowed(address):
             raise UnsafeURL(
-                f"The host {host!r} resolves to a loopback, private, link-local or reserved "
-                "address (or an IPv6 form of one)."
+                f"The host {host!r} resolves to a loopback, private or link-local address "
+                "(or a reserved one, or an IPv6 form carrying one)."
             )
     address = addresses[0]
     parts = urlsplit(url)
