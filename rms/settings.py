@@ -220,8 +220,9 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # Scripts and stylesheets only from our own static files: no inline script and no eval anywhere
 # (chart data travels as JSON data blocks that dashboard.js reads). Inline style *attributes*
 # stay allowed (style-src-attr): the templates and Plotly's drawing set them, and an attribute
-# cannot run script. Plotly and the API docs inject <style> elements, hence 'unsafe-inline' for
-# style elements only (style-src-elem); the browser test pins zero violations on every page.
+# cannot run script. Plotly injects a <style> element it cannot give a nonce, hence
+# 'unsafe-inline' for style elements (style-src-elem); no 'unsafe-eval': Plotly does not need it.
+# The browser test pins zero violations on every page.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -240,7 +241,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_HTTPONLY = False  # the dashboard's script reads the token for its fetch() calls
+CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 if not DEBUG:
