@@ -43,6 +43,8 @@ def demo_token() -> str:
         [sys.executable, str(ROOT / "manage.py"), "create_api_client", "agent-loop-example",
          "--role", "client", "--namespace", NAMESPACE],
         cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+        # the checkout `make run` serves: development unless the environment says otherwise
+        env={"RMS_DEVELOPMENT": "true", **os.environ},
     )  # fmt: skip
     return out.stdout.strip().splitlines()[-1]
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from analysis import api as detection
 from feedback import (
     alerts,
+    csvsafe,
     ingest,
     selectors,
     services,
@@ -363,7 +364,7 @@ def _session_rows(ns, client):
             len(s["injected_object_ids"]),
             len(s["signals"]),
             len(s["unused_ids"]),
-            "" if s["session_str_mean"] is None else repr(s["session_str_mean"]),
+            "" if s["session_str_mean"] is None else s["session_str_mean"],
         ]
 
 
@@ -378,7 +379,7 @@ def _aggregate_rows(ns, client):
         yield [
             o.pk,
             o.epistemic_type,
-            repr(o.confidence),
+            o.confidence,
             o.pinned,
             a.total_injections,
             a.total_referenced,
@@ -386,13 +387,13 @@ def _aggregate_rows(ns, client):
             a.total_task_completed,
             a.total_corrected,
             a.total_unused,
-            "" if a.usage_ratio is None else repr(a.usage_ratio),
+            "" if a.usage_ratio is None else a.usage_ratio,
             iso(a.last_positive_signal) or "",
             iso(a.last_negative_signal) or "",
-            repr(a.lifetime_gamma_applied),
-            repr(a.lifetime_delta_applied),
+            a.lifetime_gamma_applied,
+            a.lifetime_delta_applied,
             a.unused_streak,
-            repr(a.utility),
+            a.utility,
             a.uses,
             o.content,
         ]
@@ -427,7 +428,7 @@ class ExportView(APIView):
         def stream():
             yield writer.writerow(columns)
             for row in rows(ns, request.auth):
-                yield writer.writerow(row)
+                yield writer.writerow(csvsafe.row(row))
 
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{ns.name}-{kind}.csv"'
