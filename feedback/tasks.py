@@ -37,7 +37,17 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from feedback import alerts, fanout, heartbeat, selectors, simulations, suite, sweep, taskruns
+from feedback import (
+    alerts,
+    fanout,
+    heartbeat,
+    metrics,
+    selectors,
+    simulations,
+    suite,
+    sweep,
+    taskruns,
+)
 from feedback.models import MetricSnapshot, TaskChunk, TaskRun
 from rms import telemetry
 from rms.errors import DomainError
@@ -56,7 +66,7 @@ MAX_ATTEMPTS = MAX_RETRIES + 3
 #: at least every 2 % or every second; the domain functions report far more often).
 PROGRESS_STEP = 0.02
 PROGRESS_INTERVAL = 0.5  # seconds
-SNAPSHOT_WINDOW_HOURS = 24
+SNAPSHOT_WINDOW_HOURS = metrics.DEFAULT_WINDOW_HOURS
 #: A queued run younger than this is left to its on_commit send (the reconciler must not race it).
 RECONCILE_GRACE = 5  # seconds
 #: Runs the reconciler sends per round at most.
