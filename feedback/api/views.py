@@ -18,6 +18,7 @@ from feedback import (
     alerts,
     csvsafe,
     ingest,
+    metrics,
     selectors,
     services,
     taskruns,
@@ -206,7 +207,9 @@ class MetricsView(APIView):
         operation_id="metrics",
         parameters=[
             core_openapi.NAMESPACE,
-            core_openapi.time_param("since", "Sessions at or after this time."),
+            core_openapi.time_param(
+                "since", "Sessions at or after this time (with neither bound: the last 24 h)."
+            ),
             core_openapi.time_param("until", "Sessions at or before this time."),
         ],
         responses={200: openapi.MetricsOut},
@@ -217,6 +220,7 @@ class MetricsView(APIView):
         until = parse_time_param(request, "until")
         if since and until and since > until:
             raise ValidationError({"since": ["Must not be after until."]})
+        since, until = metrics.window_or_default(since, until, timezone.now())
         return Response(selectors.namespace_metrics(ns, since, until))
 
 
