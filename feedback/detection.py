@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from feedback.detection_text import (
     FULL_HOUR_RE,
@@ -77,10 +77,10 @@ from feedback.detection_words import (
     swap_members,
     word_set,
 )
+from rms.policy import REFERENCED, UNUSED
 
-REFERENCED: Literal["REFERENCED"] = "REFERENCED"
-UNUSED: Literal["UNUSED"] = "UNUSED"
-SignalType = Literal["REFERENCED", "UNUSED"]
+#: What the analyser answers for an object: one of rms.policy.DETECTED_SIGNAL_TYPES.
+SignalType = str
 
 
 # --------------------------------------------------------------------------------------------

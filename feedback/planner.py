@@ -96,7 +96,9 @@ def session_signals(data: dict, detected: dict | None) -> list[SessionSignal]:
     for oid in silent_injections(data):
         found = (detected or {}).get(oid)
         referenced = found is not None and found.signal_type == detection.REFERENCED
-        out.append(SessionSignal(oid, "REFERENCED" if referenced else "UNUSED", detection=found))
+        out.append(
+            SessionSignal(oid, policy.REFERENCED if referenced else policy.UNUSED, detection=found)
+        )
     return out
 
 
@@ -295,7 +297,7 @@ class SessionPlan:
                     except DomainError as exc:
                         for name, messages in (exc.fields or {}).items():
                             fields[f"signals.{i}.{name}"] = messages
-                    if entry["signal_type"] == "UNUSED":
+                    if entry["signal_type"] == policy.UNUSED:
                         if entry["object_id"] in unused_seen:
                             fields[f"signals.{i}.signal_type"] = ["At most one UNUSED per object."]
                         unused_seen.add(entry["object_id"])
@@ -434,7 +436,7 @@ class SessionPlan:
             out_signals.append(signal_out(keys[obj.pk].text, apply(obj, signal, automatic=False)))
 
         text = {pk: keys[pk].text for pk in injected}
-        unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
+        unused_ids = [text[pk] for pk in injected if received[pk] == [policy.UNUSED]]
         unused_json = None  # every plain automatic UNUSED of the session has the same payload
         for automatic in (signal for signal in planned if signal.entry is None):
             pk, found_one = automatic.object_id, automatic.detection
@@ -445,7 +447,7 @@ class SessionPlan:
                     "detection_score": found_one.score,
                     "detection_reason": found_one.reason,
                 }
-            referenced = automatic.signal_type == "REFERENCED"
+            referenced = automatic.signal_type == policy.REFERENCED
             signal = policy.Signal(
                 signal_type=automatic.signal_type,
                 detection_method=DETECTED_METHOD if found_one is not None else AUTO_UNUSED_METHOD,
@@ -474,12 +476,12 @@ class SessionPlan:
         outcome = data.get("outcome")
         for pk, row in injected.items():
             types = received[pk]
-            row.ended_unused = all(t == "UNUSED" for t in types)
+            row.ended_unused = all(t == policy.UNUSED for t in types)
             aggregates.on_session_end(aggs.get(pk), signal_types=types, outcome=outcome, ts=ts)
             if row.ended_unused:  # on_session_end grew the streak
                 self.streak_grew.add(pk)
 
-        has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
+        has_corrected = any(s["signal_type"] == policy.CORRECTED for s in data["signals"])
         record = {
             "id": session_text,
             "session_id": session_id,
