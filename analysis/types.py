@@ -1,16 +1,18 @@
 """The response analysis's verdicts and the scorer protocol every scorer follows.
 
-Pure module: stdlib only, no Django import."""
+Pure module: the standard library and the pure policy (rms.policy), no Django import."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-REFERENCED: Literal["REFERENCED"] = "REFERENCED"
-UNUSED: Literal["UNUSED"] = "UNUSED"
-SignalType = Literal["REFERENCED", "UNUSED"]
+from rms.policy import REFERENCED as REFERENCED
+from rms.policy import UNUSED as UNUSED
+
+#: What the analyser answers for an object: one of rms.policy.DETECTED_SIGNAL_TYPES.
+SignalType = str
 
 
 @dataclass(frozen=True)

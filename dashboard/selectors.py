@@ -493,6 +493,41 @@ def object_aggregate(obj: MemoryObject) -> FeedbackAggregate | None:
 
 
 @dataclass(frozen=True)
+class SignalTotals:
+    """One line of an object's feedback card: a label and its counts (SPEC §8)."""
+
+    label: str
+    counts: tuple[int, ...]
+    #: The unused streak, shown beside the UNUSED total only.
+    streak: int | None = None
+
+
+def signal_totals(aggregate: FeedbackAggregate) -> list[SignalTotals]:
+    """An aggregate's per-signal totals as the object page shows them, derived from the policy:
+    the "used" types on one line (their sum makes the usage ratio), then each other total."""
+
+    def label(field: str) -> str:
+        return field.removeprefix("total_").replace("_", " ")
+
+    used = [f for t, f in policy.TOTAL_FIELDS.items() if t in policy.USED_SIGNALS]
+    lines = []
+    if used:
+        lines.append(
+            SignalTotals(
+                " · ".join(map(label, used)).capitalize(),
+                tuple(getattr(aggregate, f) for f in used),
+            )
+        )
+    for signal_type, total in policy.TOTAL_FIELDS.items():
+        if signal_type not in policy.USED_SIGNALS:
+            streak = aggregate.unused_streak if signal_type == policy.UNUSED else None
+            lines.append(
+                SignalTotals(label(total).capitalize(), (getattr(aggregate, total),), streak)
+            )
+    return lines
+
+
+@dataclass(frozen=True)
 class TrajectoryPoint:
     seq: int
     ts: datetime
@@ -676,7 +711,7 @@ def session_page_counts(
         .values("feedback_session_id")
         .annotate(
             n=Count("id"),
-            corrected=Count("id", filter=Q(signal_type="CORRECTED")),
+            corrected=Count("id", filter=Q(signal_type=policy.CORRECTED)),
             automatic=Count("id", filter=Q(automatic=True)),
         )
         .order_by()

@@ -354,6 +354,7 @@ def object_detail(request, object_id):
         "obj": obj,
         "state": state,
         "aggregate": aggregate,
+        "signal_totals": selectors.signal_totals(aggregate) if aggregate else [],
         "salience_effective": policy.salience_effective(state, obj.created_at, now),
         "ceiling": policy.ceiling_for(obj.epistemic_type),
         "pin_limit": None

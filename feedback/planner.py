@@ -97,7 +97,9 @@ def session_signals(data: dict, detected: dict | None) -> list[SessionSignal]:
     for oid in silent_injections(data):
         found = (detected or {}).get(oid)
         referenced = found is not None and found.signal_type == detection.REFERENCED
-        out.append(SessionSignal(oid, "REFERENCED" if referenced else "UNUSED", detection=found))
+        out.append(
+            SessionSignal(oid, policy.REFERENCED if referenced else policy.UNUSED, detection=found)
+        )
     return out
 
 
@@ -314,7 +316,7 @@ class SessionPlan:
                     except DomainError as exc:
                         for name, messages in (exc.fields or {}).items():
                             fields[f"signals.{i}.{name}"] = messages
-                    if entry["signal_type"] == "UNUSED":
+                    if entry["signal_type"] == policy.UNUSED:
                         if entry["object_id"] in unused_seen:
                             fields[f"signals.{i}.signal_type"] = ["At most one UNUSED per object."]
                         unused_seen.add(entry["object_id"])
@@ -333,7 +335,7 @@ class SessionPlan:
             if signal.entry is not None:
                 self._apply_client_signal(work, signal.entry)
         work.unused_ids = [
-            self.keys[pk].text for pk in work.injected if work.received[pk] == ["UNUSED"]
+            self.keys[pk].text for pk in work.injected if work.received[pk] == [policy.UNUSED]
         ]
         for signal in planned:
             if signal.entry is None:
@@ -470,7 +472,7 @@ class SessionPlan:
                 "detection_reason": found.reason,
             }
             result = self._apply(work, obj, signal, record=False, more=more)
-        if silent.signal_type == "REFERENCED":
+        if silent.signal_type == policy.REFERENCED:
             work.signals_out.append(
                 {**signal_out(text, result), "detected": True, "score": found.score}
             )
@@ -513,7 +515,7 @@ class SessionPlan:
         outcome, ts = work.row.outcome, work.row.ts
         for pk, injection in work.injected.items():
             types = work.received[pk]
-            injection.ended_unused = all(t == "UNUSED" for t in types)
+            injection.ended_unused = all(t == policy.UNUSED for t in types)
             aggregates.on_session_end(
                 self.loaded.aggregates.get(pk), signal_types=types, outcome=outcome, ts=ts
             )
@@ -566,7 +568,7 @@ class SessionPlan:
             )
         )
         self._events.sessions.append(row)
-        has_corrected = any(s["signal_type"] == "CORRECTED" for s in work.item.data["signals"])
+        has_corrected = any(s["signal_type"] == policy.CORRECTED for s in work.item.data["signals"])
         for name in row.namespace_scope:
             self._events.scopes.append(
                 new_row(

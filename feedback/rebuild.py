@@ -27,7 +27,7 @@ from django.db.models.fields.json import KT
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
-from rms import store
+from rms import policy, store
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
@@ -155,7 +155,7 @@ def _session_end(payload: dict, ts: datetime, agg) -> None:
         a = agg(UUID(object_id))
         if a is None:
             continue
-        types = received.get(object_id) or (["UNUSED"] if object_id in unused else [])
+        types = received.get(object_id) or ([policy.UNUSED] if object_id in unused else [])
         aggregates.on_session_end(a, signal_types=types, outcome=payload["outcome"], ts=ts)
 
 

@@ -35,13 +35,22 @@ from feedback.utility import (
 from rms.policy import (
     ASSERTED,
     CONDITIONAL,
+    CONFIRMED,
+    CONTRADICTED_BY_OBSERVATION,
+    CORRECTED,
     CORRECTED_FLOOR,
+    CORROBORATED_BY_EXTERNAL,
     GLOBAL_CEILING,
     HYPOTHETICAL,
+    IGNORED_REPEATEDLY,
     INFERRED,
     OBSERVED,
+    REFERENCED,
     SESSION_CAP,
     SIGNALS,
+    TASK_COMPLETED_WITH,
+    TASK_FAILED_WITH,
+    UNUSED,
     UNVERIFIED,
     ObjectState,
     SessionTally,
@@ -211,25 +220,25 @@ _STABILITY_TYPES = (OBSERVED, ASSERTED, INFERRED, HYPOTHETICAL, CONDITIONAL, UNV
 _TOPICS = ("billing", "deploys", "oncall", "customers", "security", "roadmap")
 #: Given that the model used an object, which signal reports it (plausible detector mix).
 _POSITIVE_MIX = (
-    ("REFERENCED", 0.50),
-    ("TASK_COMPLETED_WITH", 0.25),
-    ("CONFIRMED", 0.20),
-    ("CORROBORATED_BY_EXTERNAL", 0.05),
+    (REFERENCED, 0.50),
+    (TASK_COMPLETED_WITH, 0.25),
+    (CONFIRMED, 0.20),
+    (CORROBORATED_BY_EXTERNAL, 0.05),
 )
 _NEGATIVE_MIX = (
-    ("TASK_FAILED_WITH", 0.45),
-    ("CORRECTED", 0.35),
-    ("CONTRADICTED_BY_OBSERVATION", 0.20),
+    (TASK_FAILED_WITH, 0.45),
+    (CORRECTED, 0.35),
+    (CONTRADICTED_BY_OBSERVATION, 0.20),
 )
 #: Who sends each signal type: (actor_id, actor_type).
 _ACTORS = {
-    "REFERENCED": ("response-analyzer", "SYSTEM_PROCESS"),
-    "TASK_COMPLETED_WITH": ("tool-runner", "SYSTEM_PROCESS"),
-    "CONFIRMED": ("user-1", "HUMAN_USER"),
-    "CORROBORATED_BY_EXTERNAL": ("crosscheck", "EXTERNAL_CONNECTOR"),
-    "TASK_FAILED_WITH": ("tool-runner", "SYSTEM_PROCESS"),
-    "CORRECTED": ("user-1", "HUMAN_USER"),
-    "CONTRADICTED_BY_OBSERVATION": ("observer", "SYSTEM_PROCESS"),
+    REFERENCED: ("response-analyzer", "SYSTEM_PROCESS"),
+    TASK_COMPLETED_WITH: ("tool-runner", "SYSTEM_PROCESS"),
+    CONFIRMED: ("user-1", "HUMAN_USER"),
+    CORROBORATED_BY_EXTERNAL: ("crosscheck", "EXTERNAL_CONNECTOR"),
+    TASK_FAILED_WITH: ("tool-runner", "SYSTEM_PROCESS"),
+    CORRECTED: ("user-1", "HUMAN_USER"),
+    CONTRADICTED_BY_OBSERVATION: ("observer", "SYSTEM_PROCESS"),
 }
 
 
@@ -302,8 +311,8 @@ def stability_simulation(
             if rng.random() < p_use:
                 if rng.random() < obj.quality:
                     emitted.append(_pick(rng, _POSITIVE_MIX))
-                    if emitted[0] != "CONFIRMED" and rng.random() < 0.25:
-                        emitted.append("CONFIRMED")  # the user also says "yes, right"
+                    if emitted[0] != CONFIRMED and rng.random() < 0.25:
+                        emitted.append(CONFIRMED)  # the user also says "yes, right"
                     counts["positive"] += 1
                     helped += 1
                 else:
@@ -311,7 +320,7 @@ def stability_simulation(
                     counts["negative"] += 1
                     hurt += 1
             else:
-                emitted.append("UNUSED")
+                emitted.append(UNUSED)
                 counts["unused"] += 1
             for signal_type in emitted:
                 actor_id, actor_type = _ACTORS.get(
@@ -340,7 +349,7 @@ def stability_simulation(
             if used:
                 obj.uses += 1
                 obj.last_use_at = now
-            if session_types[j] == ["UNUSED"]:
+            if session_types[j] == [UNUSED]:
                 obj.streak.append(classify_session([topic], None, [obj.topic], ""))
             else:
                 obj.streak.clear()
@@ -358,7 +367,7 @@ def stability_simulation(
                     obj.state = apply_signal(
                         obj.state,
                         _signal(
-                            "IGNORED_REPEATEDLY",
+                            IGNORED_REPEATEDLY,
                             actor_id="ignored-sweep",
                             actor_type="SYSTEM_PROCESS",
                             session_id=session_id,
@@ -494,11 +503,11 @@ def precision_simulation(
         emitted: dict[int, str] = {}
         for j in top:
             obj = corpus[j]
-            signal_type = "UNUSED"
+            signal_type = UNUSED
             if obj.label == RELEVANT and rng.random() < confirm_probability:
-                signal_type = "CONFIRMED"
+                signal_type = CONFIRMED
             elif obj.label == WRONG and rng.random() < correct_probability:
-                signal_type = "CORRECTED"
+                signal_type = CORRECTED
             obj.state = apply_signal(
                 obj.state,
                 _signal(
@@ -512,8 +521,8 @@ def precision_simulation(
                 SessionTally(),
             ).state
             emitted[j] = signal_type
-        helped = sum(1 for s in emitted.values() if s == "CONFIRMED")
-        hurt = sum(1 for s in emitted.values() if s == "CORRECTED")
+        helped = sum(1 for s in emitted.values() if s == CONFIRMED)
+        hurt = sum(1 for s in emitted.values() if s == CORRECTED)
         outcome_name = _session_outcome(helped, hurt, rng)
         for j in top:
             obj = corpus[j]
@@ -584,7 +593,7 @@ def _check_asymptote() -> dict:
             state = apply_signal(
                 state,
                 _signal(
-                    "CONFIRMED",
+                    CONFIRMED,
                     actor_id="user-1",
                     actor_type="HUMAN_USER",
                     session_id=f"asymptote-{k}",
@@ -614,7 +623,7 @@ def _check_session_cap() -> dict:
     gammas: list[float] = []
     capped_after = None
     for k in range(20):
-        signal_type = ("CONFIRMED", "TASK_COMPLETED_WITH", "CORROBORATED_BY_EXTERNAL")[k % 3]
+        signal_type = (CONFIRMED, TASK_COMPLETED_WITH, CORROBORATED_BY_EXTERNAL)[k % 3]
         outcome = apply_signal(
             state,
             _signal(
@@ -635,7 +644,7 @@ def _check_session_cap() -> dict:
     fresh = apply_signal(
         state,
         _signal(
-            "CONFIRMED",
+            CONFIRMED,
             actor_id="user-0",
             actor_type="HUMAN_USER",
             session_id="cap-2",
@@ -669,14 +678,14 @@ def _check_session_cap() -> dict:
 def _check_independence() -> dict:
     """RFC-0008 §5: a correlated AI agent gets ×0.4; independent evidence or a human gets 1×."""
     base = initial_state(epistemic_type=ASSERTED, confidence=0.50, evidence_ids=("src-shared",))
-    full = SIGNALS["CONFIRMED"].base_weight * 1.0
+    full = SIGNALS[CONFIRMED].base_weight * 1.0
     discounted = full * 0.4
 
     def single(actor_type: str, evidence: tuple[str, ...]) -> float:
         return apply_signal(
             base,
             _signal(
-                "CONFIRMED",
+                CONFIRMED,
                 actor_id="actor",
                 actor_type=actor_type,
                 session_id="independence",
@@ -705,7 +714,7 @@ def _check_independence() -> dict:
                 outcome = apply_signal(
                     state,
                     _signal(
-                        "CONFIRMED",
+                        CONFIRMED,
                         actor_id=agent,
                         actor_type="AI_AGENT",
                         session_id=f"pair-{k}",
@@ -747,7 +756,7 @@ def _check_corrected_floor() -> dict:
         return apply_signal(
             state,
             _signal(
-                "CORRECTED",
+                CORRECTED,
                 actor_id="user-1",
                 actor_type="HUMAN_USER",
                 session_id=f"floor-{k}",

@@ -49,7 +49,7 @@ CHUNK = 500
 #: second in all).
 PROGRESS_STEP = 0.02
 MIN_PROGRESS_CHUNK = 20
-SIGNAL_TYPE = "IGNORED_REPEATEDLY"
+SIGNAL_TYPE = policy.IGNORED_REPEATEDLY
 DETECTION_METHOD = "injection_tracking"
 ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 #: The penalty's session_id: the sweep is not a conversation, but every signal carries one.

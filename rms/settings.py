@@ -310,7 +310,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",
         "SignalTypeEnum": "rms.policy.SIGNAL_TYPES",
-        "DetectedSignalTypeEnum": ["REFERENCED", "UNUSED"],
+        "DetectedSignalTypeEnum": "rms.policy.DETECTED_SIGNAL_TYPES",
         "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
         "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
         "TaskKindEnum": "feedback.taskruns.KINDS",

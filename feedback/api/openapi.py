@@ -147,7 +147,7 @@ class RankOut(serializers.Serializer):
 
 class DetectResult(serializers.Serializer):
     object_id = serializers.UUIDField()
-    signal_type = _choice(("REFERENCED", "UNUSED"))
+    signal_type = _choice(policy.DETECTED_SIGNAL_TYPES)
     score = serializers.FloatField()
     reason = serializers.CharField()
 

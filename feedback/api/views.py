@@ -37,6 +37,7 @@ from rms.api.serializers import SignalIn, objects_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
+from rms.policy import TOTAL_FIELDS
 from rms.replay import iso
 
 JSON = "application/json"
@@ -325,11 +326,7 @@ AGGREGATE_COLUMNS = [
     "confidence",
     "pinned",
     "total_injections",
-    "total_referenced",
-    "total_confirmed",
-    "total_task_completed",
-    "total_corrected",
-    "total_unused",
+    *TOTAL_FIELDS.values(),
     "usage_ratio",
     "last_positive_signal",
     "last_negative_signal",
@@ -386,11 +383,7 @@ def _aggregate_rows(ns, client):
             o.confidence,
             o.pinned,
             a.total_injections,
-            a.total_referenced,
-            a.total_confirmed,
-            a.total_task_completed,
-            a.total_corrected,
-            a.total_unused,
+            *(getattr(a, f) for f in TOTAL_FIELDS.values()),
             "" if a.usage_ratio is None else a.usage_ratio,
             iso(a.last_positive_signal) or "",
             iso(a.last_negative_signal) or "",
