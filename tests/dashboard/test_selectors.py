@@ -254,6 +254,8 @@ def test_a_first_render_computes_object_statistics_on_a_second_connection(
 
     from django.core.cache import cache
 
+    from dashboard.selectors import overview as selectors
+
     writer = make_client("w", "client", ["support", "billing"])[0]
     build_history(writer, objects=4, sessions=3)
     nss = list(Namespace.objects.order_by("name"))
