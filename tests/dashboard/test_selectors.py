@@ -283,6 +283,8 @@ def test_a_first_render_computes_object_statistics_on_a_second_connection(
 def test_inside_a_transaction_the_overview_stays_on_one_connection(namespaces):
     from django.db import transaction
 
+    from dashboard.selectors import overview as selectors
+
     with transaction.atomic():
         assert not selectors._overlap_possible()
 
