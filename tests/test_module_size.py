@@ -17,8 +17,9 @@ NOT_YET_SPLIT = {
 
 
 def app_packages() -> list[Path]:
-    """Every Django app of the project (a top-level package with an apps.py), rms included."""
-    return sorted(p.parent for p in ROOT.glob("*/apps.py") if (p.parent / "__init__.py").exists())
+    """Every top-level package of the project (the Django apps, rms included, and any other
+    package beside them) but the tests."""
+    return sorted(p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests")
 
 
 def line_counts() -> dict[str, int]:
