@@ -37,7 +37,17 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from feedback import alerts, fanout, heartbeat, selectors, simulations, suite, sweep, taskruns
+from feedback import (
+    alerts,
+    fanout,
+    heartbeat,
+    metrics,
+    selectors,
+    simulations,
+    suite,
+    sweep,
+    taskruns,
+)
 from feedback.models import MetricSnapshot, TaskChunk, TaskRun
 from rms import telemetry
 from rms.errors import DomainError
@@ -56,7 +66,7 @@ MAX_ATTEMPTS = MAX_RETRIES + 3
 #: at least every 2 % or every second; the domain functions report far more often).
 PROGRESS_STEP = 0.02
 PROGRESS_INTERVAL = 0.5  # seconds
-SNAPSHOT_WINDOW_HOURS = 24
+SNAPSHOT_WINDOW_HOURS = metrics.DEFAULT_WINDOW_HOURS
 #: A queued run younger than this is left to its on_commit send (the reconciler must not race it).
 RECONCILE_GRACE = 5  # seconds
 #: Runs the reconciler sends per round at most.
@@ -404,36 +414,34 @@ def snapshot_metrics() -> int:
 
 
 def take_snapshots(namespace: str | None = None) -> dict:
-    """One MetricSnapshot per namespace — the four metrics over the trailing 24 h, as
-    ``/metrics?since=<now − 24 h>`` computes them — and the alerts it opens or resolves.
+    """One MetricSnapshot per namespace and minute — the four metrics over the trailing 24 h
+    up to now, as ``/metrics?since=<now − 24 h>`` computes them — and the alerts it opens or
+    resolves.
 
-    ``ts`` is the minute, so a redelivered or doubled beat message writes nothing new
-    (get_or_create on the unique (namespace, ts, window_hours)); alerts are evaluated only by
-    the call that created the snapshot, under the namespace's lock (``alerts.alerts_apply``).
+    The window ends at the call's own time, not at its minute: a session posted a few seconds
+    before the snapshot counts. The snapshot row is keyed by the minute, so a redelivered or
+    doubled beat message stores one row (get_or_create on the unique (namespace, ts,
+    window_hours)); alerts are evaluated on every call, under the namespace's lock
+    (``alerts.alerts_apply``), which writes each crossing once however often it is asked.
     """
-    until = timezone.now().replace(second=0, microsecond=0)
-    since = until - timedelta(hours=SNAPSHOT_WINDOW_HOURS)
+    now = timezone.now()
+    minute = now.replace(second=0, microsecond=0)
+    since = now - timedelta(hours=SNAPSHOT_WINDOW_HOURS)
     namespaces = Namespace.objects.order_by("pk")
     if namespace is not None:
         namespaces = namespaces.filter(name=namespace)
     created = raised = resolved = 0
     for ns in namespaces.iterator():
-        if MetricSnapshot.objects.filter(
-            namespace=ns, ts=until, window_hours=SNAPSHOT_WINDOW_HOURS
-        ).exists():
-            continue
-        evaluated = selectors.namespace_metrics(ns, since, until)
+        evaluated = selectors.namespace_metrics(ns, since, now)
         _, new = MetricSnapshot.objects.get_or_create(
             namespace=ns,
-            ts=until,
+            ts=minute,
             window_hours=SNAPSHOT_WINDOW_HOURS,
             defaults={"metrics": evaluated["metrics"], "warnings": evaluated["warnings"]},
         )
-        if not new:
-            continue
-        created += 1
+        created += new
         counts = alerts.alerts_apply(
-            namespace_id=ns.pk, evaluated=evaluated["metrics"], window=evaluated["window"], at=until
+            namespace_id=ns.pk, evaluated=evaluated["metrics"], window=evaluated["window"], at=now
         )
         raised += counts.raised
         resolved += counts.resolved
@@ -500,7 +508,7 @@ def reconcile_task_runs() -> dict:
 def _warm_detection(**kwargs) -> None:
     """The response analyser's tables, loaded once in the worker's main process before its pool
     starts (prefork children inherit them), not by the first task that analyses a session."""
-    from feedback import detection
+    from analysis import api as detection
 
     try:
         detection.warm()

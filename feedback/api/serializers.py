@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
-from feedback import detection
+from analysis import api as detection
 from feedback.utility import OUTCOMES
 from rms import policy
 from rms.api.serializers import (

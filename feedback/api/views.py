@@ -13,11 +13,12 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from analysis import api as detection
 from feedback import (
     alerts,
-    detection,
-    embedding,
+    csvsafe,
     ingest,
+    metrics,
     selectors,
     services,
     taskruns,
@@ -43,10 +44,14 @@ ANALYSIS_BOUNDS = (
     "Response analysis reads at most "
     f"{detection.MAX_RESPONSE_CHARS} characters of `response_text` (longer: 413 "
     f"`response_text_too_large`) against at most {detection.MAX_OBJECTS} objects (more: 400); "
-    "in a session the objects analysed are the injected ones without an explicit signal."
+    "in a session the objects analysed are the injected ones without an explicit signal. "
+    "One request analyses at most `RMS_ANALYSIS_BUDGET` characters × objects in all (a "
+    "setting; past it: 413 `analysis_budget_exceeded`, in a batch for that item and every "
+    "later one that needs analysis); a retry of a stored session is not analysed again."
 )
 ANALYSIS_TOO_LARGE = core_openapi.error(
-    "The body is too large, or `response_text` is longer than response analysis reads."
+    "The body is too large, `response_text` is longer than response analysis reads, or the "
+    "request's analysis budget is spent."
 )
 
 
@@ -202,7 +207,9 @@ class MetricsView(APIView):
         operation_id="metrics",
         parameters=[
             core_openapi.NAMESPACE,
-            core_openapi.time_param("since", "Sessions at or after this time."),
+            core_openapi.time_param(
+                "since", "Sessions at or after this time (with neither bound: the last 24 h)."
+            ),
             core_openapi.time_param("until", "Sessions at or before this time."),
         ],
         responses={200: openapi.MetricsOut},
@@ -213,6 +220,7 @@ class MetricsView(APIView):
         until = parse_time_param(request, "until")
         if since and until and since > until:
             raise ValidationError({"since": ["Must not be after until."]})
+        since, until = metrics.window_or_default(since, until, timezone.now())
         return Response(selectors.namespace_metrics(ns, since, until))
 
 
@@ -270,11 +278,12 @@ class DetectView(APIView):
             raise ValidationError({"response_text": ["This field may not be blank."]})
         ids = list(dict.fromkeys(data["object_ids"]))
         services.check_analysis(data["response_text"], len(ids), "object_ids")
+        services.AnalysisBudget().spend(data["response_text"], len(ids))
         objs = core.visible_objects(request.auth, ids, "object_ids")
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
-            embedding.service_scorer(),
+            detection.service_scorer(),
         )
         return Response(
             {
@@ -359,7 +368,7 @@ def _session_rows(ns, client):
             len(s["injected_object_ids"]),
             len(s["signals"]),
             len(s["unused_ids"]),
-            "" if s["session_str_mean"] is None else repr(s["session_str_mean"]),
+            "" if s["session_str_mean"] is None else s["session_str_mean"],
         ]
 
 
@@ -374,7 +383,7 @@ def _aggregate_rows(ns, client):
         yield [
             o.pk,
             o.epistemic_type,
-            repr(o.confidence),
+            o.confidence,
             o.pinned,
             a.total_injections,
             a.total_referenced,
@@ -382,13 +391,13 @@ def _aggregate_rows(ns, client):
             a.total_task_completed,
             a.total_corrected,
             a.total_unused,
-            "" if a.usage_ratio is None else repr(a.usage_ratio),
+            "" if a.usage_ratio is None else a.usage_ratio,
             iso(a.last_positive_signal) or "",
             iso(a.last_negative_signal) or "",
-            repr(a.lifetime_gamma_applied),
-            repr(a.lifetime_delta_applied),
+            a.lifetime_gamma_applied,
+            a.lifetime_delta_applied,
             a.unused_streak,
-            repr(a.utility),
+            a.utility,
             a.uses,
             o.content,
         ]
@@ -423,7 +432,7 @@ class ExportView(APIView):
         def stream():
             yield writer.writerow(columns)
             for row in rows(ns, request.auth):
-                yield writer.writerow(row)
+                yield writer.writerow(csvsafe.row(row))
 
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{ns.name}-{kind}.csv"'

@@ -168,3 +168,44 @@ def test_metric_snapshot_runner_returns_counts(namespace):
             "alerts_raised": 0,
             "alerts_resolved": 0,
         }
+
+
+@pytest.mark.django_db
+def test_a_snapshot_counts_the_sessions_posted_in_its_own_minute(client_api, operator_api):
+    """Three sessions each injecting one object that goes unused, then the operator's
+    metric_snapshot task a few seconds later, in the same minute: unused injections 3/3 > 0.60
+    and usage 0/1 < 0.20 both open an alert (SPEC §10; API.md "Alerts": the snapshot evaluates
+    the metrics as ``/metrics?since=<now − 24 h>`` does, and that window ends now)."""
+    with time_machine.travel(T0 + timedelta(seconds=10), tick=False):
+        oid = client_api.post(
+            "/api/v1/objects",
+            {"namespace": "support", "content": "Bob is on call", "epistemic_type": "ASSERTED"},
+            format="json",
+        ).json()["id"]
+        for n in range(3):
+            body = {
+                "session_id": f"u-{n}", "request_id": f"u-{n}", "namespace_scope": ["support"],
+                "context_budget": 1000, "tokens_used": 10,
+                "injections": [{"object_id": oid, "token_cost": 10, "rank_position": 1}],
+            }  # fmt: skip
+            r = client_api.post("/api/v1/feedback-sessions", body, format="json")
+            assert r.status_code == 201, r.content
+            assert r.json()["unused_ids"] == [oid]
+    with time_machine.travel(T0 + timedelta(seconds=40), tick=False):
+        r = operator_api.post(
+            "/api/v1/tasks", {"kind": "metric_snapshot", "params": {"namespace": "support"}},
+            format="json",
+        )  # fmt: skip
+        assert r.status_code == 202, r.content
+        assert tasks.run_task.run(r.json()["id"]) == "succeeded"
+        assert operator_api.get("/api/v1/tasks/" + r.json()["id"]).json()["result"] == {
+            "snapshots": 1, "alerts_raised": 2, "alerts_resolved": 0,
+        }  # fmt: skip
+        live = operator_api.get("/api/v1/metrics", {"namespace": "support"}).json()["metrics"]
+    body = operator_api.get("/api/v1/alerts", {"namespace": "support", "state": "open"}).json()
+    opened = {a["metric"]: a for a in body["results"]}
+    assert set(opened) == {metrics.UNUSED_INJECTION_RATE, metrics.MEAN_USAGE_RATIO}
+    assert opened[metrics.UNUSED_INJECTION_RATE]["value"] == 1.0
+    assert opened[metrics.MEAN_USAGE_RATIO]["value"] == 0.0
+    # what the snapshot saw is what /metrics shows for the same sessions
+    assert live[metrics.UNUSED_INJECTION_RATE]["value"] == 1.0

@@ -329,6 +329,7 @@ def test_heartbeat_settings_are_checked():
         [sys.executable, "-c", code],
         env={
             "DJANGO_SETTINGS_MODULE": "rms.settings",
+            "RMS_DEVELOPMENT": "true",
             "RMS_TASK_HEARTBEAT_EVERY": "10",
             "RMS_TASK_HEARTBEAT_TIMEOUT": "15",
             "PATH": "/usr/bin:/bin",

@@ -44,7 +44,11 @@ def test_the_domain_modules_load_without_the_tasks():
         "feedback.services, feedback.enqueue\n"
         "assert 'feedback.tasks' not in sys.modules"
     )
-    env = {"DJANGO_SETTINGS_MODULE": "rms.settings", "PATH": "/usr/bin:/bin"}
+    env = {
+        "DJANGO_SETTINGS_MODULE": "rms.settings",
+        "RMS_DEVELOPMENT": "true",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=env)
 
 

@@ -16,8 +16,18 @@ from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskR
 from rms import store, verification
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
-from tests.factories import build_sweep_twin, make_namespace, new_object, streak, sweep_state
-from tests.feedback.test_tasks import build_log, go_stale, queued, same_aggregates, start
+from tests.factories import (
+    build_log,
+    build_sweep_twin,
+    go_stale,
+    make_namespace,
+    new_object,
+    queued,
+    same_aggregates,
+    start,
+    streak,
+    sweep_state,
+)
 
 pytestmark = pytest.mark.django_db
 FANNED = ["ignored_sweep", "rebuild_aggregates", "verify_replay", "verify_chain"]

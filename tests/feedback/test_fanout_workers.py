@@ -36,12 +36,6 @@ EXTRA = 21
 
 
 @pytest.fixture(autouse=True)
-def _services(require_postgres, settings):
-    if not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.skip("needs Redis (set REDIS_URL)")
-
-
-@pytest.fixture(autouse=True)
 def _no_after_session_sweep(monkeypatch):
     # The workers would otherwise sweep each object right after its sessions.
     monkeypatch.setattr(enqueue, "sweep_objects", lambda ids: None)

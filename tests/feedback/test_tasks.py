@@ -17,9 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 from django.db import OperationalError, transaction
-from django.utils import timezone
 
 from feedback import enqueue, fanout, rebuild, simulations, taskruns, tasks
 from feedback import sweep as sweep_mod
@@ -33,7 +31,17 @@ from feedback.models import (
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
-from tests.factories import make_namespace, make_objects, post, session
+from tests.factories import (
+    build_log,
+    go_stale,
+    make_namespace,
+    make_objects,
+    post,
+    queued,
+    same_aggregates,
+    session,
+    start,
+)
 from tests.feedback.conftest import ROOT, wait_for_task
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
@@ -45,27 +53,6 @@ OPERATOR_KINDS = [
     "benchmark_suite",
 ]
 ADMIN_KINDS = ["ignored_sweep", "rebuild_aggregates"]
-HUMAN = {"actor_type": "HUMAN_USER", "actor_id": "user-1"}
-
-
-def start(api, kind, params=None):
-    body = {"kind": kind} if params is None else {"kind": kind, "params": params}
-    return api.post("/api/v1/tasks", body, format="json")
-
-
-def build_log(client_api, objects=3, sessions=3):
-    """Objects with a few feedback sessions each: every op type a verify has to fold."""
-    ids = make_objects(client_api, objects)
-    for k in range(sessions):
-        body = session(
-            f"log-{k}",
-            [(oid, 10 + i) for i, oid in enumerate(ids)],
-            [(ids[0], "CONFIRMED", HUMAN), (ids[1 % len(ids)], "CORRECTED", HUMAN)],
-            outcome="SUCCESS",
-            hours=k + 1,
-        )
-        assert post(client_api, body).status_code == 201
-    return ids
 
 
 def tamper_payload(op: Operation) -> None:
@@ -77,13 +64,6 @@ def aggregate_values(object_ids=None) -> dict:
     if object_ids is not None:
         qs = qs.filter(object_id__in=object_ids)
     return {row.object_id: row for row in qs}
-
-
-def same_aggregates(a: dict, b: dict) -> bool:
-    from feedback import aggregates
-
-    fields = [*aggregates.FIELDS, "usage_ratio"]
-    return set(a) == set(b) and all(getattr(a[k], f) == getattr(b[k], f) for k in a for f in fields)
 
 
 # --- (a) every kind end to end, through the API and a real worker -------------------------------
@@ -403,10 +383,6 @@ class TestReadingTasks:
     @pytest.mark.parametrize("query", ["kind=nightly", "state=done", "cursor=zzz", "page_size=0"])
     def test_bad_list_filters_are_400(self, operator_api, query):
         assert operator_api.get(f"/api/v1/tasks?{query}").status_code == 400
-
-
-def queued(client, kind, params=None) -> TaskRun:
-    return taskruns.task_start(client=client, kind=kind, params=params or {})
 
 
 @pytest.mark.django_db
@@ -806,12 +782,6 @@ def test_beat_intervals_come_from_the_environment():
 
 
 # --- (c) killed midway, then rerun: the same end state as one clean run -------------------------
-
-
-def go_stale(row) -> None:
-    """What time does to the run or chunk of a dead worker: its last heartbeat grows old."""
-    old = timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT + 1)
-    type(row).objects.filter(pk=row.pk).update(heartbeat_at=old)
 
 
 class WorkerKilled(BaseException):

@@ -116,8 +116,8 @@ TYPES = [
 ]
 # per namespace: share of useful objects, of wrong objects, injections per session, budget
 PROFILE = {
-    "support": (0.55, 0.008, (4, 7), 4096),
-    "travel": (0.45, 0.12, (4, 7), 4096),
+    "support": (0.75, 0.008, (4, 7), 4096),
+    "travel": (0.62, 0.12, (4, 7), 4096),
     "devops": (0.12, 0.004, (8, 12), 2048),
 }
 

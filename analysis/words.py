@@ -1,4 +1,4 @@
-"""The response analyser's vocabulary and stemmer (``feedback.detection``): general English
+"""The response analyser's vocabulary and stemmer (``analysis.lexical``): general English
 word lists, the token patterns, and the suffix stripper that maps a word to its matching key.
 
 Pure module: stdlib only, no Django import. The lists are general English, not taken from the

@@ -1,5 +1,5 @@
-"""Issue #18, round 4: the concept lexicon of the response analysis (feedback/data/
-detection_lexicon.txt), the WordNet-derived related words (feedback/data/detection_wordnet.txt),
+"""Issue #18, round 4: the concept lexicon of the response analysis (analysis/data/
+detection_lexicon.txt), the WordNet-derived related words (analysis/data/detection_wordnet.txt),
 the date, clock and duration alternatives, and how the fitted scorer treats them. Exact values:
 a change to the lexicon or the model shows up here."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from feedback.detection import REFERENCED, UNUSED, DetectionInput, LexicalScorer, analyse
-from feedback.detection_model import THRESHOLD, VETO_CAP, FittedScorer
-from feedback.detection_text import LEXICON_FILE, WORDNET_FILE, normalise, related_table
+from analysis.api import REFERENCED, UNUSED, DetectionInput, analyse
+from analysis.concepts import LEXICON_FILE, WORDNET_FILE, related_table
+from analysis.lexical import LexicalScorer
+from analysis.model import THRESHOLD, VETO_CAP, FittedScorer
+from analysis.normalise import normalise
 
 LEXICAL = LexicalScorer()
 PLAIN = LexicalScorer(concepts=False, related_credit=0, hypernym_credit=0, hyponym_credit=0)
@@ -170,7 +172,7 @@ def test_an_unused_alternative_is_not_a_missing_term():
 
 
 def test_the_resources_ship_inside_the_package_with_wordnets_licence():
-    assert LEXICON_FILE.parent.name == "data" and LEXICON_FILE.parent.parent.name == "feedback"
+    assert LEXICON_FILE.parent.name == "data" and LEXICON_FILE.parent.parent.name == "analysis"
     head = WORDNET_FILE.read_text(encoding="utf-8")[:3000]
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in head
     assert len(related_table()) > 15000  # stems of about 22,000 WordNet words
@@ -189,7 +191,8 @@ def test_spelled_hundreds_and_the_scope_of_no():
 
 
 def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monkeypatch):
-    from feedback import detection, tasks
+    from analysis import api as detection
+    from feedback import tasks
     from rms import gunicorn_conf
 
     related_table.cache_clear()

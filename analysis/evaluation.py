@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedback.detection import REFERENCED, DetectionInput, Scorer, analyse
+from analysis.api import REFERENCED, DetectionInput, Scorer, analyse
 
 DATA = Path(__file__).resolve().parent / "data"
 #: The tuning set: 240 pairs written alongside the scorer (features designed while looking at it).

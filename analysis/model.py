@@ -1,6 +1,6 @@
 """A calibrated response-analysis scorer: logistic regression over the lexical scorer's features.
 
-`LexicalScorer` (feedback/detection.py) reduces a (memory, response) pair to one hand-built score.
+`LexicalScorer` (analysis/lexical.py) reduces a (memory, response) pair to one hand-built score.
 `FittedScorer` keeps everything it measures — that score, the coverage and proximity of the
 memory in its best window, the best clause, the share of distinctive weight matched, the weight
 of the heaviest distinctive term that is missing, and the checks that fired (contradiction,
@@ -8,7 +8,7 @@ another entity or value, different numbers, single shared term, exact anchor, a 
 cue the memory lacks, a negative memory, a dropped quoted question; issue #18 round 4: the share
 matched through related words, the heaviest term matched, a missing or swapped name; round 6:
 another member of a closed class) — and combines them with weights fitted by logistic regression
-on the tuning sets (feedback/data/detection_reference.jsonl, detection_tuning2.jsonl,
+on the tuning sets (analysis/data/detection_reference.jsonl, detection_tuning2.jsonl,
 detection_tuning3.jsonl and the three earlier held-out sets; bench/fit_detection.py). The output
 is a probability-like score in [0, 1].
 
@@ -20,7 +20,7 @@ scores 0. The model is fitted on the other pairs only.
 Two thresholds are fitted (docs/DETECTION.md, "round 3"): THRESHOLD, the lowest whose
 cross-validated precision reaches 0.85 on the tuning data, and MATCHED_RECALL_THRESHOLD, where
 its recall equals the lexical scorer's. This model is the service default
-(`RMS_DETECTION_SCORER`, feedback/embedding.py); its held-out figures are in the docs.
+(`RMS_DETECTION_SCORER`, analysis/embedding.py); its held-out figures are in the docs.
 
 The coefficients below are written by `bench/fit_detection.py` (reproducible: no randomness
 other than a fixed-seed fold split); do not edit them by hand. Pure module: stdlib only, no
@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from feedback.detection import LexicalFeatures, LexicalScorer
+from analysis.lexical import LexicalFeatures, LexicalScorer
 
 #: Names of the model's inputs, in the order of `feature_vector` and `COEFFICIENTS`.
 FEATURES = (

@@ -1,4 +1,4 @@
-"""The embedding scorer's fast path (feedback/embedding.py): each sentence is summed once and a
+"""The embedding scorer's fast path (analysis/embedding.py): each sentence is summed once and a
 window adds its sentences' sums. It must give the same best-window cosine as the plain
 definition (mean of each window's known words, cosine with the memory's mean), on a tiny model
 built here in the documented rms-static-embedding/1 format."""
@@ -11,7 +11,7 @@ from array import array
 
 import pytest
 
-from feedback.embedding import _SENTENCE_RE, FORMAT, EmbeddingScorer, StaticEmbedding
+from analysis.embedding import _SENTENCE_RE, FORMAT, EmbeddingScorer, StaticEmbedding
 
 VECTORS = {
     "car": (1.0, 0.0, 0.0),
@@ -79,7 +79,7 @@ def test_no_known_word_in_the_response_scores_zero(tmp_path):
 
 
 def test_retraction_cues_are_the_no_longer_true_words_not_plain_negation():
-    from feedback.detection import retraction_cues
+    from analysis.text import retraction_cues
 
     text = "You don't live in Berlin anymore; you used to. Jenkins was retired, no longer used."
     assert retraction_cues(text) == {"anymore", "used to", "retired", "no longer"}
@@ -93,8 +93,8 @@ def test_retraction_cues_are_the_no_longer_true_words_not_plain_negation():
 
 
 def test_combined_scorer_does_not_lift_a_no_longer_true_passage(tmp_path):
-    from feedback.detection import DEFAULT_SCORER, DetectionInput, analyse
-    from feedback.embedding import CombinedScorer
+    from analysis.api import DEFAULT_SCORER, DetectionInput, analyse
+    from analysis.embedding import CombinedScorer
 
     combined = CombinedScorer(EmbeddingScorer(_model(tmp_path)))
     memory = DetectionInput("m", "Likes lentil soup.")

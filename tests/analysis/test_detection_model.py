@@ -1,4 +1,4 @@
-"""The fitted response-analysis scorer (feedback/detection_model.py): the lexical features it
+"""The fitted response-analysis scorer (analysis/model.py): the lexical features it
 reads, its vetoes, its verdicts, and that bench/fit_detection.py reproduces its coefficients,
 thresholds and cross-validated figures from the tuning sets (reference, tuning2, tuning3)."""
 
@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from feedback.detection import (
+from analysis.api import (
     REFERENCED,
     UNUSED,
     BatchScorer,
     DetectionInput,
-    LexicalScorer,
     Scorer,
     analyse,
 )
-from feedback.detection_eval import DATA, REFERENCE_SET, load_rows
-from feedback.detection_model import (
+from analysis.evaluation import DATA, REFERENCE_SET, load_rows
+from analysis.lexical import LexicalScorer
+from analysis.model import (
     COEFFICIENTS,
     FEATURES,
     INTERCEPT,
@@ -157,7 +157,7 @@ def test_the_fit_script_reproduces_the_model_and_its_cross_validated_figures():
 def test_model_module_imports_without_django():
     code = (
         "import sys\n"
-        "import feedback.detection_model as m\n"
+        "import analysis.model as m\n"
         "m.FittedScorer().score('x y', 'x y')\n"
         "bad = sorted(k for k in sys.modules if k == 'django' or k.startswith('django.'))\n"
         "assert not bad, bad\n"
@@ -170,7 +170,7 @@ def test_a_short_memory_restated_in_full_is_referenced():
     """The model alone under-rates a short memory restated word for word without "you" (0.57
     here); a restatement is a use, so the score is raised to the threshold. Checks against it
     still win: a "no longer" keeps the veto, another subject is no restatement."""
-    from feedback.detection_model import THRESHOLD, FittedScorer
+    from analysis.model import THRESHOLD, FittedScorer
 
     scorer = FittedScorer()
     score, reason = scorer.score("Alice prefers Python", "Alice prefers Python for scripting.")

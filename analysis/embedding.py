@@ -32,8 +32,9 @@ from functools import lru_cache
 from operator import mul
 from pathlib import Path
 
-from feedback.detection import DEFAULT_SCORER, LexicalScorer, Scorer
-from feedback.detection_text import retraction_cues, without_quoted_question
+from analysis.lexical import DEFAULT_SCORER, LexicalScorer
+from analysis.text import retraction_cues, without_quoted_question
+from analysis.types import Scorer
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +247,7 @@ def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
         return CombinedScorer(EmbeddingScorer(StaticEmbedding.load(path)))
     name = environ.get(SCORER_VAR, "").strip() or DEFAULT_SCORER_NAME
     if name == "fitted":
-        from feedback.detection_model import FittedScorer
+        from analysis.model import FittedScorer
 
         return FittedScorer()
     if name != "lexical":

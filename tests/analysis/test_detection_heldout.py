@@ -1,6 +1,6 @@
 """The blind detection sets (issue #18): frozen, valid, and measured against the targets.
 
-feedback/data/detection_heldout*.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by
+analysis/data/detection_heldout*.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by
 labellers who never saw the detector's code. They are never edited: the sha256 pins below fail
 on any change, including a relabelling. The first two are tuning data since round 5; the third
 is tuning data since round 6; the fourth is the held-out set.
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from feedback.detection_eval import load_rows
+from analysis.evaluation import load_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-HELDOUT = ROOT / "feedback" / "data" / "detection_heldout.jsonl"
+HELDOUT = ROOT / "analysis" / "data" / "detection_heldout.jsonl"
 GUIDE = ROOT / "docs" / "DETECTION_LABELLING_GUIDE.md"
 HELDOUT_SHA256 = "ce2b672e2f748867b36dfbed35bf0724922ae923dc3314e57355df2324fabf2a"
 GUIDE_SHA256 = "166e14b4319d37037293a884a5329b4b102f7e014e46546561a3490aff7cdb37"
@@ -69,9 +69,9 @@ def check_quota_set(path: Path, sha256: str, referenced: int, prefixes=None) -> 
 
 def fitted_and_lexical(rows: list[dict]):
     """The fitted scorer at its threshold and the lexical scorer at its own, on ``rows``."""
-    from feedback.detection import DEFAULT_SCORER
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.detection_model import THRESHOLD, FittedScorer
+    from analysis.api import DEFAULT_SCORER
+    from analysis.evaluation import evaluate, score_rows
+    from analysis.model import THRESHOLD, FittedScorer
 
     fitted = evaluate(rows, score_rows(rows, FittedScorer()), THRESHOLD)
     lexical = evaluate(rows, score_rows(rows), DEFAULT_SCORER.threshold)
@@ -107,9 +107,9 @@ def test_first_set_figures_are_pinned(heldout_rows):
 
 # --- the second held-out set (issue #18, round 4) ----------------------------------------------
 
-HELDOUT2 = ROOT / "feedback" / "data" / "detection_heldout2.jsonl"
+HELDOUT2 = ROOT / "analysis" / "data" / "detection_heldout2.jsonl"
 HELDOUT2_SHA256 = "816719e1bbffe82104c3f536e200e2fe41bb655aa2559bd319a3297a587ffea2"
-TUNING3 = ROOT / "feedback" / "data" / "detection_tuning3.jsonl"
+TUNING3 = ROOT / "analysis" / "data" / "detection_tuning3.jsonl"
 TUNING3_SHA256 = "5fb9e0d6c19200a56815556ca147e7051ac5518858ef909017cb392ec027f715"
 
 
@@ -138,7 +138,7 @@ def test_second_set_figures_are_pinned():
 
 # --- the third held-out set (issue #18, round 5; tuning data since round 6) --------------------
 
-HELDOUT3 = ROOT / "feedback" / "data" / "detection_heldout3.jsonl"
+HELDOUT3 = ROOT / "analysis" / "data" / "detection_heldout3.jsonl"
 HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a997"
 
 
@@ -158,7 +158,7 @@ def test_third_set_figures_are_pinned():
 
 # --- the fourth held-out set (issue #18, round 6) -----------------------------------------------
 
-HELDOUT4 = ROOT / "feedback" / "data" / "detection_heldout4.jsonl"
+HELDOUT4 = ROOT / "analysis" / "data" / "detection_heldout4.jsonl"
 HELDOUT4_SHA256 = "7ad34fd84f4910547e7024c62ee5fdd9678b057ad7010bf77c254f8dc772598c"
 
 
@@ -170,7 +170,7 @@ def test_fourth_heldout_set_is_frozen_and_valid():
 
 # --- the fifth blind set (issue #18, written in round 6, scored once in round 7) -----------------
 
-HELDOUT5 = ROOT / "feedback" / "data" / "detection_heldout5.jsonl"
+HELDOUT5 = ROOT / "analysis" / "data" / "detection_heldout5.jsonl"
 HELDOUT5_SHA256 = "e238a09f6b172ff6583bb8da301fd44833784430b84ba8d306096921e7282cc0"
 
 
@@ -195,7 +195,7 @@ def test_the_headline_sets_figures(path, fitted_counts, precision, interval, lex
     """Each scored once under the rule written before it (docs/DETECTION.md, rounds 6 and 7):
     the fitted scorer (the default) at 0.68 with its Wilson interval, the lexical one at 0.40.
     Pooled (680 pairs: 0.781 / 0.655) they are the evidence page's headline."""
-    from feedback.detection_model import THRESHOLD
+    from analysis.model import THRESHOLD
 
     assert THRESHOLD == 0.68
     fitted, lexical = fitted_and_lexical(load_rows(path))
@@ -207,7 +207,7 @@ def test_the_headline_sets_figures(path, fitted_counts, precision, interval, lex
 
 # --- the sixth blind set (issue #18, written in round 7, not yet scored) -------------------------
 
-HELDOUT6 = ROOT / "feedback" / "data" / "detection_heldout6.jsonl"
+HELDOUT6 = ROOT / "analysis" / "data" / "detection_heldout6.jsonl"
 HELDOUT6_SHA256 = "ce4dc313b2cc9ccedc63e3caf4e7416cd8f3dc6db631224c63f72d67dd8a5d19"
 
 

@@ -1,4 +1,4 @@
-"""Response analyser (feedback/detection.py): verdicts, API shape, the reference set and its
+"""Response analyser (analysis/lexical.py): verdicts, API shape, the reference set and its
 targets (precision of REFERENCED >= 0.75 with recall >= 0.5), purity (no Django import)."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from feedback.detection import (
+from analysis.api import (
     DEFAULT_SCORER,
-    REFERENCE_SET,
     REFERENCED,
     UNUSED,
     Detection,
     DetectionInput,
-    LexicalScorer,
     analyse,
 )
+from analysis.evaluation import REFERENCE_SET
+from analysis.lexical import LexicalScorer
 from tests.factories import run_without_django
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,7 +276,7 @@ def test_reference_set_meets_precision_and_recall_targets(reference_rows):
 def test_module_imports_without_django():
     code = (
         "import sys\n"
-        "import feedback.detection as d\n"
+        "import analysis.api as d\n"
         "d.analyse('x', [d.DetectionInput('1', 'x y')])\n"
         "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
         "assert not bad, bad\n"

@@ -1,4 +1,4 @@
-"""Optional embedding scorer (feedback/embedding.py): the documented on-disk format, loaded from a
+"""Optional embedding scorer (analysis/embedding.py): the documented on-disk format, loaded from a
 tiny model built here; the combination with the lexical scorer and its vetoes; configuration by
 RMS_EMBEDDING_MODEL (never a download: an absent variable means the lexical scorer)."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from feedback import embedding
-from feedback.detection import DEFAULT_SCORER, REFERENCED, UNUSED, DetectionInput, analyse
-from feedback.embedding import (
+from analysis import embedding
+from analysis.api import DEFAULT_SCORER, REFERENCED, UNUSED, DetectionInput, analyse
+from analysis.embedding import (
     FORMAT,
     CombinedScorer,
     EmbeddingModelError,
