@@ -36,6 +36,7 @@ from feedback.models import (
     TaskRun,
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW, review_queue
+from feedback.snapshots import SNAPSHOT_WINDOW_HOURS
 from rms import changes, evidence, oplog, policy, store
 from rms.edges import object_relationships
 from rms.models import MemoryObject, Namespace, Operation, Relationship
@@ -59,8 +60,6 @@ def mark_overview_viewed() -> None:
     cache.set(VIEWED_KEY, True, VIEWED_SECONDS)
 
 
-#: The beat task's window (feedback.tasks.SNAPSHOT_WINDOW_HOURS); trends compare like with like.
-SNAPSHOT_WINDOW_HOURS = 24
 #: Trend and alert-since history read from the snapshots, in buckets binned by the database.
 SNAPSHOT_HISTORY = timedelta(days=30)
 SPARKLINE_SPAN = timedelta(days=7)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, detection, embedding, enqueue, planner, services
+from feedback import aggregates, detection, embedding, planner, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
+from feedback.taskruns import enqueue
 from rms import gcpause, store
 from rms import services as core
 from rms.errors import DomainError

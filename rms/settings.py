@@ -224,7 +224,7 @@ SPECTACULAR_SETTINGS = {
         "DetectedSignalTypeEnum": ["REFERENCED", "UNUSED"],
         "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
         "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
-        "TaskKindEnum": "feedback.taskruns.KINDS",
+        "TaskKindEnum": "feedback.taskruns.kinds.KINDS",
         "DependencyStatusEnum": ["ok", "unavailable"],
         "EventTypeEnum": "rms.events.EVENT_TYPES",
         "FeedEventTypeEnum": "rms.events.FEED_TYPES",

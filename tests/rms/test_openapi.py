@@ -197,9 +197,9 @@ class Recorder:
 
 @pytest.fixture
 def recorder(anon_api, monkeypatch):
-    from feedback import taskruns
+    from feedback.taskruns import runs
 
-    monkeypatch.setattr(taskruns, "enqueue", lambda run: None)  # no worker in this test
+    monkeypatch.setattr(runs, "enqueue", lambda run: None)  # no worker in this test
     make_namespace("support")
     make_namespace("billing")
     tokens = {
