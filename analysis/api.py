@@ -47,7 +47,7 @@ __all__ = [
 def warm() -> None:
     """Load what the first analysis would otherwise load on the request path: the word
     frequencies and the WordNet table (about 0.8 s together). Web and worker processes call
-    this as they start (``rms.gunicorn_conf``, ``feedback.tasks``); results never depend on it."""
+    this as they start (``rms.gunicorn_conf``, the worker); results never depend on it."""
     _frequencies()
     related_table()
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from analysis import api as detection
-from feedback import aggregates, enqueue, planner, selectors, services
+from feedback import aggregates, planner, selectors, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
+from feedback.taskruns import enqueue
 from rms import gcpause, store
 from rms import services as core
 from rms.errors import DomainError

@@ -13,7 +13,7 @@ lock and re-checks the candidate condition, because a session or a concurrent sw
 changed it since the unlocked read: an object checked by one sweep is no longer a candidate
 when a concurrent one gets its lock, so it is decided once. ``lo``/``hi`` restrict a sweep to a
 key range: the worker task fans a sweep out over Celery as key-range chunks
-(``feedback.fanout``), which is how a sweep uses more than one core or machine. A crash leaves
+(``feedback.taskruns``), which is how a sweep uses more than one core or machine. A crash leaves
 finished chunks committed and the rest untouched; as a checked object is no longer a candidate,
 a rerun finishes the job and ends in the same state as one clean run. Nothing here retries; the
 task that calls :func:`sweep` may simply run it again.
@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from feedback import aggregates, enqueue, relevance
+from feedback import aggregates, relevance
 from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import load_aggregates, write_aggregates
@@ -373,12 +373,3 @@ class SessionContexts:
     def get(self, session_id: str) -> relevance.Context:
         # A session row we cannot find is one we cannot judge: "unknown".
         return self._sessions.get(session_id, relevance.NO_CONTEXT)
-
-
-# --- the after-session trigger --------------------------------------------------------------------
-
-
-def enqueue_sweep(object_ids: Iterable) -> None:
-    """Deprecated spelling of :func:`feedback.enqueue.sweep_objects`, kept while
-    ``feedback.ingest`` calls it."""
-    enqueue.sweep_objects(object_ids)

@@ -313,7 +313,7 @@ SPECTACULAR_SETTINGS = {
         "DetectedSignalTypeEnum": "rms.policy.DETECTED_SIGNAL_TYPES",
         "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
         "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
-        "TaskKindEnum": "feedback.taskruns.KINDS",
+        "TaskKindEnum": "feedback.taskruns.kinds.KINDS",
         "DependencyStatusEnum": ["ok", "unavailable"],
         "EventTypeEnum": "rms.events.EVENT_TYPES",
         "FeedEventTypeEnum": "rms.events.FEED_TYPES",

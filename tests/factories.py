@@ -11,8 +11,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from feedback import aggregates, taskruns
+from feedback import aggregates
 from feedback.models import FeedbackAggregate, TaskRun
+from feedback.taskruns import runs
 from rms import services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
@@ -250,7 +251,7 @@ def same_aggregates(a: dict, b: dict) -> bool:
 
 
 def queued(client, kind, params=None) -> TaskRun:
-    return taskruns.task_start(client=client, kind=kind, params=params or {})
+    return runs.task_start(client=client, kind=kind, params=params or {})
 
 
 def go_stale(row) -> None:

@@ -25,6 +25,7 @@ from feedback.models import (
     MetricSnapshot,
 )
 from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW
+from feedback.snapshots import SNAPSHOT_WINDOW_HOURS
 from rms import store
 from rms.models import MemoryObject, Namespace
 from rms.policy import DEPRECATED
@@ -46,8 +47,6 @@ def mark_overview_viewed() -> None:
     cache.set(VIEWED_KEY, True, VIEWED_SECONDS)
 
 
-#: The beat task's window (feedback.tasks.SNAPSHOT_WINDOW_HOURS); trends compare like with like.
-SNAPSHOT_WINDOW_HOURS = 24
 #: Trend and alert-since history read from the snapshots, in buckets binned by the database.
 SNAPSHOT_HISTORY = timedelta(days=30)
 SPARKLINE_SPAN = timedelta(days=7)

@@ -34,9 +34,15 @@ TASK_DESCRIPTIONS = {
 
 def _taskruns():
     # Imported when used: feedback.taskruns pulls in the simulations module.
-    from feedback import taskruns
+    from feedback.taskruns import kinds
 
-    return taskruns
+    return kinds
+
+
+def _task_runs():
+    from feedback.taskruns import runs
+
+    return runs
 
 
 def _allowed_kinds(access) -> list[tuple[str, object]]:
@@ -139,7 +145,7 @@ def task_start(request):
             messages.error(request, f"{name}: {error}")
         return redirect_back(request, fallback)
     try:
-        run = taskruns.task_start(client=access.client, kind=kind, params=params)
+        run = _task_runs().task_start(client=access.client, kind=kind, params=params)
     except DomainError as exc:
         detail = "; ".join(
             f"{k.removeprefix('params.')}: {' '.join(v)}" for k, v in (exc.fields or {}).items()

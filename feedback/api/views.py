@@ -21,10 +21,10 @@ from feedback import (
     metrics,
     selectors,
     services,
-    taskruns,
 )
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
+from feedback.taskruns import kinds, runs
 from rms import services as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
@@ -446,13 +446,13 @@ class TaskListView(APIView):
     )
     def post(self, request):
         data = validated(serializers.TaskIn, request.data)
-        run = taskruns.task_start(client=request.auth, kind=data["kind"], params=data["params"])
-        return Response(taskruns.task_out(run), status=202)
+        run = runs.task_start(client=request.auth, kind=data["kind"], params=data["params"])
+        return Response(runs.task_out(run), status=202)
 
     @extend_schema(
         operation_id="tasks_list",
         parameters=[
-            core_openapi.query("kind", enum=list(taskruns.KINDS)),
+            core_openapi.query("kind", enum=list(kinds.KINDS)),
             core_openapi.query("state", enum=list(TaskRun.STATES)),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
@@ -464,7 +464,7 @@ class TaskListView(APIView):
         qs = TaskRun.objects.all()
         kind = request.query_params.get("kind")
         if kind:
-            if kind not in taskruns.KINDS:
+            if kind not in kinds.KINDS:
                 raise ValidationError({"kind": ["Unknown task kind."]})
             qs = qs.filter(kind=kind)
         state = request.query_params.get("state")
@@ -475,7 +475,7 @@ class TaskListView(APIView):
         rows, next_page = pagination.created_at_page(request, qs, newest_first=True)
         return Response(
             {
-                "results": [taskruns.task_out(run) for run in rows],
+                "results": [runs.task_out(run) for run in rows],
                 "next": next_page,
             }
         )
@@ -489,7 +489,7 @@ class TaskDetailView(APIView):
         run = TaskRun.objects.filter(pk=parse_uuid(task_id)).first()
         if run is None:
             raise NotFound("No such task.")
-        return Response(taskruns.task_out(run))
+        return Response(runs.task_out(run))
 
 
 class AlertListView(APIView):

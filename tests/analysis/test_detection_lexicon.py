@@ -192,7 +192,7 @@ def test_spelled_hundreds_and_the_scope_of_no():
 
 def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monkeypatch):
     from analysis import api as detection
-    from feedback import tasks
+    from feedback.taskruns import tasks
     from rms import gunicorn_conf
 
     related_table.cache_clear()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,7 +20,7 @@ import time_machine
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import OperationalError, transaction
 
-from feedback import enqueue, fanout, rebuild, simulations, taskruns, tasks
+from feedback import rebuild, simulations
 from feedback import sweep as sweep_mod
 from feedback.models import (
     FeedbackAggregate,
@@ -28,6 +29,7 @@ from feedback.models import (
     TaskChunk,
     TaskRun,
 )
+from feedback.taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
@@ -196,7 +198,7 @@ class TestThroughARealWorker:
     def test_a_namespace_deleted_after_start_fails_the_run(self, celery_worker, admin_api):
         make_namespace("short-lived")
         with transaction.atomic():  # the message goes out when this commits
-            run = taskruns.task_start(
+            run = runs.task_start(
                 client=admin_api.row, kind="rebuild_aggregates", params={"namespace": "short-lived"}
             )
             Namespace.objects.filter(name="short-lived").delete()
@@ -248,13 +250,13 @@ class TestStartingTasks:
         assert resp.status_code == 403
         assert resp.json()["error"]["code"] == "forbidden"
         with pytest.raises(Forbidden):
-            taskruns.task_start(client=operator_api.row, kind=kind, params={})
+            runs.task_start(client=operator_api.row, kind=kind, params={})
         assert not TaskRun.objects.exists()
 
     def test_clients_may_not_start_or_read_tasks(self, client_api, operator_api):
         assert start(client_api, "verify_chain").status_code == 403
         with pytest.raises(Forbidden):
-            taskruns.task_start(client=client_api.row, kind="verify_chain", params={})
+            runs.task_start(client=client_api.row, kind="verify_chain", params={})
         run_id = start(operator_api, "verify_chain").json()["id"]
         assert client_api.get(f"/api/v1/tasks/{run_id}").status_code == 403
         assert client_api.get("/api/v1/tasks").status_code == 403
@@ -433,7 +435,9 @@ class TestRunTask:
         def slow(params, progress):
             raise SoftTimeLimitExceeded()
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", slow)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=slow)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         assert tasks.run_task.run(str(run.pk)) == TaskRun.FAILED
         done = TaskRun.objects.get(pk=run.pk)
@@ -443,7 +447,9 @@ class TestRunTask:
         def broken(params, progress):
             raise ValueError("corpus exploded")
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", broken)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=broken)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         assert tasks.run_task.run(str(run.pk)) == TaskRun.FAILED
         assert TaskRun.objects.get(pk=run.pk).error == "ValueError: corpus exploded"
@@ -457,7 +463,9 @@ class TestRunTask:
                 raise OperationalError("server closed the connection unexpectedly")
             return {"ok": True}
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", flaky)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=flaky)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         tasks.run_task.apply(args=[str(run.pk)])  # in process, with a real retry request
         done = TaskRun.objects.get(pk=run.pk)
@@ -467,7 +475,9 @@ class TestRunTask:
         def down(params, progress):
             raise OperationalError("could not connect to server")
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", down)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=down)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         tasks.run_task.apply(args=[str(run.pk)])
         done = TaskRun.objects.get(pk=run.pk)
@@ -508,16 +518,16 @@ def test_progress_writes_are_throttled_and_never_go_back(operator_api, monkeypat
     run = queued(operator_api.row, "benchmark_suite")
     TaskRun.objects.filter(pk=run.pk).update(state=TaskRun.RUNNING)
     clock = FakeClock()
-    writer = tasks.ProgressWriter(run.pk, clock=clock)
+    writer = heartbeat.ProgressWriter(run.pk, clock=clock)
     for k in range(1, 101):  # 100 calls of +0.01 within no time: a write per 0.02
         writer(k / 100)
     assert writer.writes == 50
     writer(0.5)  # backwards: ignored
     assert TaskRun.objects.get(pk=run.pk).progress == 1.0
-    slow = tasks.ProgressWriter(run.pk, clock=clock)
+    slow = heartbeat.ProgressWriter(run.pk, clock=clock)
     slow(0.01)
     assert slow.writes == 0  # small step, no time passed
-    clock.now += tasks.PROGRESS_INTERVAL
+    clock.now += heartbeat.PROGRESS_INTERVAL
     slow(0.02)
     assert slow.writes == 1  # small step, but half a second later
     assert TaskRun.objects.get(pk=run.pk).progress == 0.02
@@ -830,7 +840,7 @@ def test_a_rebuild_killed_midway_and_rerun_equals_one_clean_run(client_api, admi
     assert TaskChunk.objects.get(pk=chunks[1].pk).attempts == 2
     assert done.result == {
         "objects": 4, "changed": 2, "namespace": None, "chunks": 4,
-        "workers": [fanout.LOCAL_HOSTNAME],
+        "workers": [claims.LOCAL_HOSTNAME],
     }  # fmt: skip
     assert same_aggregates(aggregate_values(), clean)
     # and a clean rebuild now has nothing left to change
@@ -879,7 +889,7 @@ def test_a_domain_error_fails_the_run_with_its_message(db, admin_api):
 
 def test_domain_errors_from_start_are_domain_errors(db, operator_api):
     with pytest.raises(DomainError) as err:
-        taskruns.task_start(client=operator_api.row, kind="stability_simulation", params={"x": 1})
+        runs.task_start(client=operator_api.row, kind="stability_simulation", params={"x": 1})
     assert err.value.status == 400 and err.value.fields == {
         "params.x": ["Unknown parameter for stability_simulation."]
     }

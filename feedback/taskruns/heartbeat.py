@@ -1,4 +1,4 @@
-"""Heartbeats (issue 15): a running TaskRun's, so the reconciler can tell a run whose worker died
+"""Heartbeats and progress: a running TaskRun's, so the reconciler can tell a run whose worker died
 from a long one, and each worker's own, so /health can report worker liveness.
 
 Each beats from a daemon thread on its own database connection, closed when it stops. A run's
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -22,6 +24,11 @@ from feedback.models import TaskChunk, TaskRun, WorkerHeartbeat
 from rms.replay import iso
 
 logger = logging.getLogger(__name__)
+
+#: Progress is written when it moved this much, or this long after the last write (at least
+#: every 2 % or every second; the services report far more often).
+PROGRESS_STEP = 0.02
+PROGRESS_INTERVAL = 0.5  # seconds
 
 
 def stale_before() -> datetime:
@@ -147,7 +154,7 @@ def worker_liveness() -> dict:
 
 
 class ChunkHeartbeat(_ProgressHeartbeat):
-    """A running chunk's heartbeat (issue 17), which also stores its progress and moves its
+    """A running chunk's heartbeat, which also stores its progress and moves its
     run's: the run's progress is the mean of its chunks' (never lower than it was: a chunk
     claimed again starts from 0), and the run's heartbeat is touched too, so a run whose chunks
     are alive is never taken for a lost one."""
@@ -196,3 +203,64 @@ def run_progress_update(run_id) -> None:
         ),
         heartbeat_at=timezone.now(),
     )
+
+
+# --- progress callbacks handed to the services ---------------------------------------------------
+
+
+class ProgressWriter:
+    """The progress callback handed to a domain function: stores a non-decreasing fraction on
+    the run, throttled to a write per PROGRESS_STEP or per PROGRESS_INTERVAL seconds."""
+
+    def __init__(
+        self,
+        run_id,
+        clock: Callable[[], float] = time.monotonic,
+        beat: RunHeartbeat | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.clock = clock
+        self.beat = beat
+        self.value = 0.0
+        self.written_at = clock()
+        self.writes = 0
+
+    def __call__(self, fraction: float) -> None:
+        value = min(1.0, max(0.0, float(fraction)))
+        if value <= self.value:
+            return
+        now = self.clock()
+        # the epsilon: 0.15 - 0.10 is a hair under 0.05 in binary floating point
+        moved = value - self.value >= PROGRESS_STEP - 1e-9
+        if moved or now - self.written_at >= PROGRESS_INTERVAL:
+            self.write(value)
+            self.value, self.written_at = value, now
+
+    def write(self, value: float) -> None:
+        self.writes += 1
+        if self.beat is not None:
+            self.beat.offer(value)  # written by the heartbeat thread, on its own connection
+            return
+        # Without a heartbeat thread (called inside a caller's transaction): on this connection.
+        TaskRun.objects.filter(pk=self.run_id, state=TaskRun.RUNNING).update(
+            progress=value, heartbeat_at=timezone.now()
+        )
+
+
+class ChunkProgressWriter(ProgressWriter):
+    """The progress callback of a chunk: the chunk's own fraction, through its heartbeat thread
+    (which also moves the run's mean), or on this connection without one."""
+
+    def __init__(self, chunk: TaskChunk, beat: ChunkHeartbeat | None = None) -> None:
+        super().__init__(chunk.run_id, beat=beat)
+        self.chunk_id = chunk.pk
+
+    def write(self, value: float) -> None:
+        self.writes += 1
+        if self.beat is not None:
+            self.beat.offer(value)
+            return
+        TaskChunk.objects.filter(pk=self.chunk_id, state=TaskChunk.RUNNING).update(
+            progress=value, heartbeat_at=timezone.now()
+        )
+        run_progress_update(self.run_id)
