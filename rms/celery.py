@@ -22,6 +22,7 @@ HOUSEKEEPING_TASKS = frozenset(
         "delivery.tasks.dispatch_webhooks",
         "feedback.tasks.reconcile_task_runs",
         "dashboard.tasks.warm_overview",
+        "otlp.tasks.flush_traces",
     }
 )
 _NON_ZERO = re.compile(r"[1-9]")

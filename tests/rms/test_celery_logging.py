@@ -104,3 +104,17 @@ def test_a_failing_housekeeping_pass_is_logged(info):
     assert lines(info) == [
         "Task delivery.tasks.dispatch_webhooks[x] raised unexpected: OperationalError()"
     ]
+
+
+def test_every_beat_entry_more_frequent_than_a_minute_is_housekeeping(settings):
+    """Beat's frequent passes (the webhook dispatcher, the reconciler, the OTLP flush...) would
+    write their idle lines every few seconds: each must be named in HOUSEKEEPING_TASKS."""
+    from rms.celery import HOUSEKEEPING_TASKS
+
+    frequent = {
+        entry["task"]
+        for entry in settings.CELERY_BEAT_SCHEDULE.values()
+        if isinstance(entry["schedule"], int | float) and entry["schedule"] < 60
+    }
+    assert "otlp.tasks.flush_traces" in frequent
+    assert frequent <= HOUSEKEEPING_TASKS, frequent - HOUSEKEEPING_TASKS
