@@ -87,10 +87,6 @@ def _iso(ts: datetime) -> str:
     return ts.isoformat()
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
 # --- overview -------------------------------------------------------------------------------------
 
 

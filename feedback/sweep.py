@@ -30,7 +30,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from feedback import aggregates, enqueue, relevance
+from feedback import aggregates, relevance
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from feedback.services import load_aggregates, signal_record_row, write_aggregates
 from rms import gcpause, oplog, policy
@@ -55,8 +55,6 @@ ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 SESSION_ID = "ignored-sweep"
 
 
-#: Kept while ``feedback.ingest`` reads it here; the rule is ``aggregates.is_sweep_candidate``.
-is_candidate = aggregates.is_sweep_candidate
 #: Every column a write of the sweep may change on an object.
 OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
@@ -372,12 +370,3 @@ class SessionContexts:
     def get(self, session_id: str) -> relevance.Context:
         # A session row we cannot find is one we cannot judge: "unknown".
         return self._sessions.get(session_id, relevance.NO_CONTEXT)
-
-
-# --- the after-session trigger --------------------------------------------------------------------
-
-
-def enqueue_sweep(object_ids: Iterable) -> None:
-    """Deprecated spelling of :func:`feedback.enqueue.sweep_objects`, kept while
-    ``feedback.ingest`` calls it."""
-    enqueue.sweep_objects(object_ids)
