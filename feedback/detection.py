@@ -156,7 +156,7 @@ class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so che
 
 
 # --------------------------------------------------------------------------------------------
-# Word weights from word frequencies (issue #18)
+# Word weights from word frequencies
 # --------------------------------------------------------------------------------------------
 
 # A content word weighs by how rare it is in English (wordfreq's Zipf scale: 7 = "the",
@@ -656,7 +656,7 @@ class LexicalScorer:
                              in the window only under a negation the memory does not have.
     REFERENCED when score ≥ threshold. The constants are explained in docs/DETECTION.md.
 
-    Concepts (issue #18, feedback/data/detection_lexicon.txt): with `concepts`, a phrase of the
+    Concepts (feedback/data/detection_lexicon.txt): with `concepts`, a phrase of the
     lexicon ("reports to", "doesn't eat meat", "every other week"), a date, a spoken time or a
     duration is followed by its other wording ("manager", "vegetarian", "everyfortnightly",
     "2027-08-02", "09:30", "120 minutes"): an optional term of the memory, that stands in for

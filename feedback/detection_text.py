@@ -30,7 +30,8 @@ from feedback.detection_words import (
 )
 
 # --------------------------------------------------------------------------------------------
-# Number and unit normalisation (issue #18): one spelling for one quantity
+# Number and unit normalisation: one spelling for one quantity, so "5 pm" in a memory matches
+# "17:00" in a response
 # --------------------------------------------------------------------------------------------
 
 _TEENS = {
@@ -219,7 +220,7 @@ _NUMBER_WORD_HINT_RE = re.compile(r"(?:" + "|".join([*_TEENS, *_TENS]) + r")")
 
 
 # --------------------------------------------------------------------------------------------
-# The quoted user question (issue #18)
+# The quoted user question: a response that repeats the question is not using the memory
 # --------------------------------------------------------------------------------------------
 
 # A response that restates the user's question ("You asked: '...'", "> ...", "Re: '...'") has
@@ -316,7 +317,7 @@ def normalise(text: str, concepts: bool = True) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Synonyms (issue #18): a small, general English table, not derived from either labelled set.
+# Synonyms: a small, general English table, not derived from either labelled set.
 # Each group is written to one key (its first word) before stemming.
 # --------------------------------------------------------------------------------------------
 
@@ -376,7 +377,7 @@ SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.spli
 
 
 # --------------------------------------------------------------------------------------------
-# Concept lexicon (issue #18): feedback/data/detection_lexicon.txt, general English written by
+# Concept lexicon: feedback/data/detection_lexicon.txt, general English written by
 # hand (its header explains the three kinds of line), and feedback/data/detection_wordnet.txt,
 # related words derived from WordNet 3.0 by bench/build_wordnet_lexicon.py. Both ship inside
 # the package; the first is read at import (it is small), the second on first use.

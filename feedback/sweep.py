@@ -43,9 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: Objects per transaction: bounds lock time and memory; a crash loses at most one chunk's work.
 CHUNK = 500
-#: With a progress callback, a chunk is at most this share of the candidates (issue 15: progress
-#: at least every 2 %), and at least MIN_PROGRESS_CHUNK objects (a small sweep takes well under a
-#: second in all).
+#: With a progress callback, a chunk is at most this share of the candidates (an operator sees
+#: progress at least every 2 %), and at least MIN_PROGRESS_CHUNK objects (a small sweep takes
+#: well under a second in all).
 PROGRESS_STEP = 0.02
 MIN_PROGRESS_CHUNK = 20
 SIGNAL_TYPE = "IGNORED_REPEATEDLY"
@@ -157,7 +157,7 @@ def sweep(
     total = 0  # only progress needs it (a fanned-out chunk has none)
     if progress is not None:
         total = qs.count()
-        # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
+        # at most PROGRESS_STEP of the work per chunk, but not absurdly small chunks
         chunk_size = min(chunk_size, max(MIN_PROGRESS_CHUNK, int(total * PROGRESS_STEP)))
     summary = Summary()
     done = 0
