@@ -215,3 +215,31 @@ def run_without_django(code: str) -> None:
         [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- objects and signals through the HTTP API ---------------------------------------------------
+
+#: A valid POST /objects body; a test overrides the fields it is about.
+OBJECT_BODY = {
+    "namespace": "support",
+    "content": "Alice prefers Python",
+    "epistemic_type": "OBSERVED",
+}
+
+
+def api_object(api, **fields) -> str:
+    """Create an object through POST /api/v1/objects (OBJECT_BODY with ``fields``); its id."""
+    return api.post("/api/v1/objects", {**OBJECT_BODY, **fields}, format="json").json()["id"]
+
+
+def api_signal(api, oid, **body):
+    """POST a signal to one object: a human user's CONFIRMED in session s-1 unless ``body`` says
+    otherwise; the response."""
+    body = {
+        "signal_type": "CONFIRMED",
+        "session_id": "s-1",
+        "actor_id": "user-9",
+        "actor_type": "HUMAN_USER",
+        **body,
+    }
+    return api.post(f"/api/v1/objects/{oid}/signals", body, format="json")
