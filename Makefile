@@ -18,7 +18,7 @@ install: $(STAMP)
 
 ## Install, migrate, load the demo data, start web + Celery worker + beat; prints URL and login.
 run: install
-	$(PY) manage.py runstack
+	RMS_DEVELOPMENT=true $(PY) manage.py runstack
 
 ## Install and run the whole test suite (SQLite by default; DATABASE_URL/REDIS_URL for PG/Redis).
 test: install

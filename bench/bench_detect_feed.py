@@ -27,7 +27,7 @@ import common  # noqa: E402
 
 DB = "rms_bench_detect_feed"
 TARGET = 1.0
-MAX_RESPONSE_CHARS = 32_000  # feedback.detection.MAX_RESPONSE_CHARS (no Django import here)
+MAX_RESPONSE_CHARS = 32_000  # analysis.lexical.MAX_RESPONSE_CHARS (no Django import here)
 WORDS = [
     "invoice",
     "refund",

@@ -584,9 +584,9 @@ def fresh_copy(template: str) -> str:
 def one_round(args, count: int, template: str, n: int) -> dict:
     from django.db import connection
 
-    from feedback import taskruns
     from feedback.models import TaskRun
     from feedback.sweep import candidates
+    from feedback.taskruns import kinds, runs
     from rms.celery import app
     from rms.models import Operation
 
@@ -603,7 +603,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         params = {"chunk_size": args.chunk_size}
         run = TaskRun.objects.create(
             kind=args.kind,
-            params=taskruns.validate_params(args.kind, params),
+            params=kinds.validate_params(args.kind, params),
             created_by="bench",
         )
         with connection.cursor() as cur:  # this process's own backend (it polls) is not counted
@@ -614,7 +614,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
         cpu0 = workers.cpu()
         busy0, idle0 = common._system_busy_idle()
         t0, sent = time.perf_counter(), time.time()
-        assert taskruns.send(run.pk), "the broker refused the run"
+        assert runs.send(run.pk), "the broker refused the run"
         while True:
             for pid in common.pg_backend_pids(copy, monitor):
                 backends[pid] = max(backends.get(pid, 0.0), common._proc_cpu_seconds(pid))
@@ -652,7 +652,7 @@ def one_round(args, count: int, template: str, n: int) -> dict:
             "chunk": sum((end - start_at).total_seconds() for start_at, end, _ in chunks)
             / len(chunks),
         }
-        if args.kind == taskruns.IGNORED_SWEEP:
+        if args.kind == kinds.IGNORED_SWEEP:
             checks = {
                 "one IGNORED_CHECK per object":
                     Operation.objects.filter(op_type="IGNORED_CHECK").count() == n,

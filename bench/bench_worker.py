@@ -96,9 +96,9 @@ def build(args, on_checkpoint=None) -> dict:
     """Objects, then sessions until the log holds ``args.ops`` operations; returns timings."""
     from django.utils import timezone
 
-    from feedback import enqueue
     from feedback.api.views import session_item
     from feedback.ingest import record_sessions
+    from feedback.taskruns import enqueue
     from rms import services
     from rms.models import ApiClient, Operation
 
@@ -200,8 +200,8 @@ def child(kind: str) -> None:
         floor_child()
         return
     common.django_setup(DB)
-    from feedback import tasks
     from feedback.models import TaskRun
+    from feedback.taskruns import tasks
 
     run = TaskRun.objects.create(kind=kind, params={}, created_by="bench")
     baseline = current_rss_mib()
@@ -268,12 +268,12 @@ SIMULATIONS = [
 
 
 def simulations(rows: list) -> bool:
-    from feedback import taskruns, tasks
     from feedback.models import TaskRun
+    from feedback.taskruns import kinds, tasks
 
     ok = True
     for kind, params in SIMULATIONS:
-        clean = taskruns.validate_params(kind, params)
+        clean = kinds.validate_params(kind, params)
         run = TaskRun.objects.create(kind=kind, params=clean, created_by="bench")
         t0 = time.perf_counter()
         state = tasks.run_task.run(str(run.pk))

@@ -1,10 +1,10 @@
-"""Derive the compact related-word table feedback/data/detection_wordnet.txt from WordNet 3.0.
+"""Derive the compact related-word table analysis/data/detection_wordnet.txt from WordNet 3.0.
 
     apt-get install wordnet-base          # Princeton WordNet 3.0 database, /usr/share/wordnet
     .venv/bin/python bench/build_wordnet_lexicon.py [--dict /usr/share/wordnet] [--min-zipf 3.0]
 
 Run only to regenerate the shipped file; the service never reads WordNet itself (the table ships
-inside the package and is loaded once by feedback/detection.py). For each single-word lemma
+inside the package and is loaded once by analysis/lexical.py). For each single-word lemma
 common enough in English (wordfreq Zipf >= --min-zipf), its most frequent sense in each part of
 speech that has tagged senses (at most --senses senses per part of speech) gives:
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import wordfreq
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "feedback" / "data" / "detection_wordnet.txt"
+OUT = ROOT / "analysis" / "data" / "detection_wordnet.txt"
 POS = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
 
 NOTICE = """\

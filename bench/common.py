@@ -81,6 +81,8 @@ def bench_env(db: str = BENCH_DB, *, redis_url: str | None = None, **extra: str)
     env["RMS_THROTTLE_RATE"] = THROTTLE_RATE
     env["RMS_VAR_DIR"] = str(BENCH_VAR_DIR)
     env["PYTHONUNBUFFERED"] = "1"
+    # Benchmarks run a development checkout: the built-in key, unless SECRET_KEY is set.
+    env.setdefault("RMS_DEVELOPMENT", "true")
     if redis_url:
         env["REDIS_URL"] = redis_url
     else:
@@ -176,7 +178,7 @@ def django_setup(db: str = BENCH_DB) -> None:
     env = bench_env(db)
     for key in _SCRUBBED:
         os.environ.pop(key, None)
-    for key in ("DATABASE_URL", "RMS_THROTTLE_RATE", "RMS_VAR_DIR", "RMS_CACHE"):
+    for key in ("DATABASE_URL", "RMS_THROTTLE_RATE", "RMS_VAR_DIR", "RMS_CACHE", "RMS_DEVELOPMENT"):
         os.environ[key] = env[key]
     os.environ["DJANGO_SETTINGS_MODULE"] = "rms.settings"
     import django

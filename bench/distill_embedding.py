@@ -1,10 +1,10 @@
 """Distil all-MiniLM-L6-v2 into a static word embedding in the "rms-static-embedding/1" format
-that feedback/embedding.py loads with the standard library only (model2vec-style).
+that analysis/embedding.py loads with the standard library only (model2vec-style).
 
 Each vocabulary word is passed alone through the transformer (mean pooling, as the sentence
 model does), the vectors are reduced by PCA, and each row is scaled by a frequency weight
 a / (a + p(word)) (SIF; p from wordfreq; words under --min-weight are left out), so the plain
-mean that feedback/embedding.py takes is a frequency-weighted mean. The calibration
+mean that analysis/embedding.py takes is a frequency-weighted mean. The calibration
 (config.json's threshold/low/high) is fitted on the REFERENCE set only, with the CombinedScorer
 rule (lexical REFERENCED, or no lexical veto and a cosine over the fitted value), max F0.5 as in
 bench/detection_bench.py. The held-out set is not read here.
@@ -42,8 +42,8 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 from wordfreq import top_n_list, word_frequency  # noqa: E402
 
-from feedback.detection_eval import REFERENCE_SET, load_rows  # noqa: E402
-from feedback.embedding import _WORD_RE, FORMAT  # noqa: E402
+from analysis.embedding import _WORD_RE, FORMAT  # noqa: E402
+from analysis.evaluation import REFERENCE_SET, load_rows  # noqa: E402
 
 GRID = [round(0.01 * i, 2) for i in range(5, 96)]
 
@@ -85,7 +85,7 @@ class _MemoLexical:
     """The default lexical scorer, memoised: calibration re-scores the same pairs per step."""
 
     def __init__(self) -> None:
-        from feedback.detection import DEFAULT_SCORER
+        from analysis.api import DEFAULT_SCORER
 
         self.inner, self.threshold, self.memo = DEFAULT_SCORER, DEFAULT_SCORER.threshold, {}
 
@@ -104,8 +104,8 @@ def calibrate(out: Path) -> dict:
     real CombinedScorer (its vetoes included) at each candidate, max F0.5."""
     from dataclasses import replace
 
-    from feedback.detection_eval import evaluate, score_rows
-    from feedback.embedding import CombinedScorer, EmbeddingScorer, StaticEmbedding
+    from analysis.embedding import CombinedScorer, EmbeddingScorer, StaticEmbedding
+    from analysis.evaluation import evaluate, score_rows
 
     rows = load_rows(REFERENCE_SET)
     base, lexical = StaticEmbedding.load(out), _MemoLexical()

@@ -1,10 +1,10 @@
-"""Refit feedback/detection_model.py (logistic regression over the lexical scorer's features)
+"""Refit analysis/model.py (logistic regression over the lexical scorer's features)
 from the tuning sets, reproducibly, and report cross-validated figures.
 
     .venv/bin/python bench/fit_detection.py [--folds 5] [--seed 18] [--l2 1.0]
         [--target 0.85] [--write] [--embedding DIR] [--extra FILE ...]
 
-Data: feedback/data/detection_reference.jsonl + detection_tuning2.jsonl + detection_tuning3.jsonl
+Data: analysis/data/detection_reference.jsonl + detection_tuning2.jsonl + detection_tuning3.jsonl
 (its two halves, ids t3a-/t3b-, are two sets in the per-set views) + the three earlier held-out
 sets (tuning data since rounds 5 and 6 of docs/DETECTION.md; SETS below), and any further tuning set
 given with --extra (JSON lines with memory, response, label). The current held-out set is never
@@ -25,7 +25,7 @@ lexical default's recall on the same pairs, to compare precision at equal recall
    both ways; and leave one set out: fit on the other sets (thresholds by the rules on their
    own out-of-fold probabilities), measure on the set left out;
 3. the final fit on everything, with the thresholds chosen by the rules on plain out-of-fold
-   probabilities. `--write` puts its coefficients into feedback/detection_model.py.
+   probabilities. `--write` puts its coefficients into analysis/model.py.
 
 `--embedding DIR` adds the optional static embedding's best-window cosine as an extra feature
 (experiment only; it is never written into the default model).
@@ -45,11 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from feedback.detection import REFERENCED, LexicalScorer  # noqa: E402
-from feedback.detection_eval import DATA, load_rows, wilson  # noqa: E402
-from feedback.detection_model import FEATURES, apply_veto, feature_vector, vetoed  # noqa: E402
+from analysis.api import REFERENCED  # noqa: E402
+from analysis.evaluation import DATA, load_rows, wilson  # noqa: E402
+from analysis.lexical import LexicalScorer  # noqa: E402
+from analysis.model import FEATURES, apply_veto, feature_vector, vetoed  # noqa: E402
 
-MODEL = ROOT / "feedback" / "detection_model.py"
+MODEL = ROOT / "analysis" / "model.py"
 #: Round 5 (DETECTION.md) fits on the two earlier held-out sets too: each had been evaluated (the
 #: first in four rounds, the second twice), so neither could still give a held-out figure; round
 #: 6 adds the third (scored once in round 5). The round's held-out set is the fourth, never read
@@ -70,7 +71,7 @@ def featurise(rows: list[dict], embedding: Path | None) -> tuple[list[list[float
     lexical = LexicalScorer()
     emb = None
     if embedding:
-        from feedback.embedding import EmbeddingScorer, StaticEmbedding
+        from analysis.embedding import EmbeddingScorer, StaticEmbedding
 
         emb = EmbeddingScorer(StaticEmbedding.load(embedding))
     xs, vetoes = [], []

@@ -35,16 +35,16 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from feedback.detection import DEFAULT_SCORER, REFERENCED  # noqa: E402
-from feedback.detection_eval import (  # noqa: E402
+from analysis.api import DEFAULT_SCORER, REFERENCED  # noqa: E402
+from analysis.embedding import _SENTENCE_RE, _VETO  # noqa: E402
+from analysis.evaluation import (  # noqa: E402
     HELDOUT_SET,
     REFERENCE_SET,
     Evaluation,
     evaluate,
     load_rows,
 )
-from feedback.detection_text import retraction_cues, without_quoted_question  # noqa: E402
-from feedback.embedding import _SENTENCE_RE, _VETO  # noqa: E402
+from analysis.text import retraction_cues, without_quoted_question  # noqa: E402
 
 WINDOWS = (1, 2, 3)
 LEX_T = DEFAULT_SCORER.threshold
@@ -167,7 +167,7 @@ def main() -> None:
         print(line(f"combined-w{k} ref (t={tc:.2f})", as_eval(ref_rows, combined(ref, tc, cos_r))))
         print(line(f"combined-w{k} held-out", as_eval(ho_rows, combined(ho, tc, cos_h))))
         # The product path's rules too: quoted question dropped, no lift over a "no longer"
-        # cue that the memory lacks (feedback/embedding.py CombinedScorer).
+        # cue that the memory lacks (analysis/embedding.py CombinedScorer).
         q_r, q_h = ref[f"qcos{k}"], ho[f"qcos{k}"]
 
         def ruled(f, t, cos):
@@ -219,7 +219,7 @@ def ceiling(rows: list[dict], ho: dict[str, np.ndarray], static: Path | None) ->
     y = ho["y"]
     rules = {f"combined-w{k} (MiniLM)": ho[f"cos{k}"] for k in (1, 3)}
     if static is not None:
-        from feedback.embedding import EmbeddingScorer, StaticEmbedding
+        from analysis.embedding import EmbeddingScorer, StaticEmbedding
 
         scorer = EmbeddingScorer(StaticEmbedding.load(static))
         cos = []

@@ -1,23 +1,32 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard.views import (
+    evidence,
+    objects,
+    overview,
+    review,
+    sessions,
+    simulations,
+    tasks,
+    webhooks,
+)
 
 app_name = "dashboard"
 urlpatterns = [
-    path("", views.overview, name="overview"),
-    path("review/", views.review, name="review"),
-    path("review/deprecate/", views.review_deprecate, name="review-deprecate"),
-    path("objects/<uuid:object_id>/", views.object_detail, name="object"),
-    path("objects/<uuid:object_id>/pin/", views.object_pin, name="object-pin"),
-    path("objects/<uuid:object_id>/unpin/", views.object_unpin, name="object-unpin"),
-    path("objects/<uuid:object_id>/deprecate/", views.object_deprecate, name="object-deprecate"),
-    path("sessions/", views.sessions, name="sessions"),
-    path("sessions/<uuid:session_pk>/", views.session_detail, name="session"),
-    path("tasks/", views.tasks, name="tasks"),
-    path("tasks/start/", views.task_start, name="task-start"),
-    path("tasks/status.json", views.task_status, name="task-status"),
-    path("simulations/", views.simulations, name="simulations"),
-    path("evidence/", views.evidence, name="evidence"),
-    path("webhooks/", views.webhooks, name="webhooks"),
-    path("webhooks/action/", views.webhook_action, name="webhook-action"),
+    path("", overview.overview, name="overview"),
+    path("review/", review.review, name="review"),
+    path("review/deprecate/", review.review_deprecate, name="review-deprecate"),
+    path("objects/<uuid:object_id>/", objects.object_detail, name="object"),
+    path("objects/<uuid:object_id>/pin/", objects.object_pin, name="object-pin"),
+    path("objects/<uuid:object_id>/unpin/", objects.object_unpin, name="object-unpin"),
+    path("objects/<uuid:object_id>/deprecate/", objects.object_deprecate, name="object-deprecate"),
+    path("sessions/", sessions.sessions, name="sessions"),
+    path("sessions/<uuid:session_pk>/", sessions.session_detail, name="session"),
+    path("tasks/", tasks.tasks, name="tasks"),
+    path("tasks/start/", tasks.task_start, name="task-start"),
+    path("tasks/status.json", tasks.task_status, name="task-status"),
+    path("simulations/", simulations.simulations, name="simulations"),
+    path("evidence/", evidence.evidence, name="evidence"),
+    path("webhooks/", webhooks.webhooks, name="webhooks"),
+    path("webhooks/action/", webhooks.webhook_action, name="webhook-action"),
 ]

@@ -47,13 +47,42 @@ def check_syntax(url: str) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
+#: IPv6 ranges that are never a public destination, whatever they carry: IPv4-compatible
+#: addresses (deprecated, RFC 4291 §2.5.5.1), site-local (deprecated, RFC 3879) and the
+#: local-use NAT64 prefix (RFC 8215), where the embedded address sits wherever the local
+#: operator's prefix length puts it.
+_NEVER_PUBLIC = tuple(ipaddress.ip_network(net) for net in ("::/96", "fec0::/10", "64:ff9b:1::/48"))
+#: Forms whose last 32 bits are the IPv4 address a packet to them reaches: the well-known NAT64
+#: prefix (RFC 6052), IPv4-translated (RFC 2765) and IPv4-compatible addresses.
+_LOW_32_BITS = tuple(
+    ipaddress.ip_network(net) for net in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")
+)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (mapped, translated, compatible, NAT64,
+    6to4, Teredo server and client): where a packet to it ends up."""
+    if ip.ipv4_mapped:
+        return [ip.ipv4_mapped]
+    if any(ip in net for net in _LOW_32_BITS):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    if ip.sixtofour:
+        return [ip.sixtofour]
+    if ip.teredo:
+        return list(ip.teredo)
+    return []
+
+
 def _allowed(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    # A wrapper form is judged by the addresses it carries, not by the wrapper's own range.
+    carried = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []
+    reached = carried or [ip]
     if settings.RMS_WEBHOOKS_ALLOW_PRIVATE:
-        return not ip.is_multicast and not ip.is_unspecified
-    return ip.is_global and not ip.is_multicast
+        return not any(a.is_multicast or a.is_unspecified for a in [ip, *reached])
+    if isinstance(ip, ipaddress.IPv6Address) and any(ip in net for net in _NEVER_PUBLIC):
+        return False
+    return all(a.is_global and not a.is_multicast for a in reached)
 
 
 def resolve(url: str) -> Target:
@@ -70,7 +99,8 @@ def resolve(url: str) -> Target:
     for address in addresses:
         if not _allowed(address):
             raise UnsafeURL(
-                f"The host {host!r} resolves to a loopback, private or link-local address."
+                f"The host {host!r} resolves to a loopback, private or link-local address "
+                "(or a reserved one, or an IPv6 form carrying one)."
             )
     address = addresses[0]
     parts = urlsplit(url)

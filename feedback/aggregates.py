@@ -11,27 +11,36 @@ from datetime import datetime
 
 from feedback.utility import UTILITY_START, is_used, utility_update
 from rms import policy
-
-
-def signals_of_kind(kind: str) -> frozenset[str]:
-    """The signal types of one kind (positive, negative, neutral) in the policy (SPEC §2)."""
-    return frozenset(t for t, spec in policy.SIGNALS.items() if spec.kind == kind)
-
+from rms.policy import signals_of_kind
 
 #: ``last_positive_signal`` / ``last_negative_signal`` move with these (SPEC §8).
 POSITIVE = signals_of_kind(policy.POSITIVE)
 NEGATIVE = signals_of_kind(policy.NEGATIVE)
-#: The signals with a total of their own (SPEC §8); "used" is feedback.utility.USED_SIGNALS.
-TOTAL_FIELD = {
-    "REFERENCED": "total_referenced",
-    "CONFIRMED": "total_confirmed",
-    "TASK_COMPLETED_WITH": "total_task_completed",
-    "CORRECTED": "total_corrected",
-    "UNUSED": "total_unused",
-}
+#: The signals with a total of their own (SPEC §8), and the fields of "used" ones (usage_ratio).
+TOTAL_FIELD = policy.TOTAL_FIELDS
+USED_TOTAL_FIELDS = tuple(f for t, f in TOTAL_FIELD.items() if t in policy.USED_SIGNALS)
+
+
+def _with_signal_totals(after: str):
+    """Add one ``int`` count, starting at 0, per signal total of the policy (SPEC §8), right
+    after the field ``after``: a signal type with a total needs no edit here."""
+
+    def add(cls):
+        annotations = {}
+        for name, kind in cls.__annotations__.items():
+            annotations[name] = kind
+            if name == after:
+                for total in TOTAL_FIELD.values():
+                    annotations[total] = "int"
+                    setattr(cls, total, 0)
+        cls.__annotations__ = annotations
+        return cls
+
+    return add
 
 
 @dataclass(slots=True)
+@_with_signal_totals(after="total_token_cost")
 class Aggregate:
     """Mutable on purpose: a rebuild folds a million operations through one of these per object."""
 
@@ -39,11 +48,6 @@ class Aggregate:
     #: Σ token_cost of the injections: the all-time budget spent on the object, so the all-time
     #: budget_waste_ratio (SPEC §10) is a sum over aggregates instead of a scan of injections.
     total_token_cost: int = 0
-    total_referenced: int = 0
-    total_confirmed: int = 0
-    total_task_completed: int = 0
-    total_corrected: int = 0
-    total_unused: int = 0
     last_positive_signal: datetime | None = None
     last_negative_signal: datetime | None = None
     lifetime_gamma_applied: float = 0.0
@@ -59,10 +63,10 @@ class Aggregate:
 
     @property
     def usage_ratio(self) -> float | None:
-        """min(1, (referenced + confirmed + task_completed) / injections); None without any."""
+        """min(1, (Σ totals of the "used" signal types) / injections); None without any."""
         if self.total_injections == 0:
             return None
-        used = self.total_referenced + self.total_confirmed + self.total_task_completed
+        used = sum(getattr(self, f) for f in USED_TOTAL_FIELDS)
         return min(1.0, used / self.total_injections)
 
     def as_dict(self) -> dict:
@@ -94,7 +98,7 @@ def on_signal(
         agg.lifetime_gamma_applied += effective_weight
     elif effect == "penalized":
         agg.lifetime_delta_applied += effective_weight
-    if signal_type != "UNUSED":
+    if signal_type != policy.UNUSED:
         # Any signal other than UNUSED, in a session or alone, ends an unused streak.
         agg.unused_streak = 0
 
@@ -108,7 +112,7 @@ def on_session_end(
     The streak grows only when every one of them was UNUSED; otherwise a signal already reset it.
     Utility moves only with an outcome, and only down for an object that was not used (§11).
     """
-    if all(t == "UNUSED" for t in signal_types):
+    if all(t == policy.UNUSED for t in signal_types):
         agg.unused_streak += 1
         agg.unused_sessions += 1
     used = is_used(signal_types)

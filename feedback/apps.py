@@ -6,8 +6,9 @@ class FeedbackConfig(AppConfig):
     verbose_name = "Feedback"
 
     def ready(self) -> None:
-        from feedback.heartbeat import worker_liveness
         from feedback.selectors import aggregate_extra
+        from feedback.taskruns import tasks  # noqa: F401  registers the Celery tasks
+        from feedback.taskruns.heartbeat import worker_liveness
         from rms.extensions import register_health_extra, register_object_extra
 
         register_object_extra(aggregate_extra)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from feedback import aggregates, detection, embedding, enqueue, planner, services
+from analysis import api as detection
+from feedback import aggregates, planner, selectors, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
+from feedback.taskruns import enqueue
 from rms import gcpause, store
 from rms import services as core
 from rms.errors import DomainError
@@ -38,7 +40,7 @@ OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 def record_sessions(*, client: ApiClient, items: list[Item]) -> list[Answer]:
     """Process session bodies in order; returns (status, record) per item, or (status,
     DomainError) for an item refused (the API layer renders it)."""
-    _analyse([item for item in items if item.error is None])
+    _analyse(client, [item for item in items if item.error is None])
     pending = [item for item in items if item.error is None]
     for attempt in range(RACE_RETRIES):
         for item in pending:
@@ -58,28 +60,39 @@ def record_one(*, client: ApiClient, data: dict, body_hash: str) -> Answer:
     return record_sessions(client=client, items=[Item(data, body_hash)])[0]
 
 
-def _analyse(items: list[Item]) -> None:
+def _analyse(client: ApiClient, items: list[Item]) -> None:
     """Run the response analysis of every ``detect`` session (``item.detected``), before any
-    transaction opens; a session over the analysis' bounds is refused (``item.error``). The
-    objects' contents are read without a lock: the analysis only proposes signals, and the
+    transaction opens; a session over the analysis' bounds or past the request's budget is
+    refused (``item.error``). A session whose ``request_id`` is stored already, or repeats an
+    earlier item's, is answered from that record (the planner) and not analysed: the stored
+    request ids are read first, without a lock (a stored session is never removed). The
+    objects' contents are read without a lock too: the analysis only proposes signals, and the
     planner checks every object again under its lock (an object the client may not use
     refuses the session, whatever the analysis found)."""
+    detect = [item for item in items if item.data.get("detect")]
+    if not detect:
+        return
+    stored = selectors.stored_request_ids(client, {item.data["request_id"] for item in detect})
+    budget = services.AnalysisBudget()
     wanted = []
-    for item in items:
-        if not item.data.get("detect"):
+    for item in detect:
+        request_id = item.data["request_id"]
+        if request_id in stored:
             continue
         silent = planner.silent_injections(item.data)
         try:
             services.check_analysis(item.data["response_text"], len(silent), "injections")
+            budget.spend(item.data["response_text"], len(silent))
         except DomainError as exc:
             item.error = exc
             continue
+        stored.add(request_id)  # a later item with this key answers from this one
         wanted.append((item, silent))
     ids = {oid for _, silent in wanted for oid in silent}
     if not ids:
         return
     contents = dict(MemoryObject.objects.filter(pk__in=ids).values_list("pk", "content"))
-    scorer = embedding.service_scorer()
+    scorer = detection.service_scorer()
     for item, silent in wanted:
         known = [oid for oid in silent if oid in contents]
         found = detection.analyse(

@@ -13,12 +13,29 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 MEAN_USAGE_RATIO = "mean_usage_ratio"
 HIGH_CORRECTION_RATE = "high_correction_rate"
 BUDGET_WASTE_RATIO = "budget_waste_ratio"
 UNUSED_INJECTION_RATE = "unused_injection_rate"
 METRIC_NAMES = (MEAN_USAGE_RATIO, HIGH_CORRECTION_RATE, BUDGET_WASTE_RATIO, UNUSED_INJECTION_RATE)
+
+#: The window a metric is read over when none is asked for: the trailing 24 h, the same window
+#: the metric snapshots raise alerts on and the dashboard's overview opens with, so the API, the
+#: alerts and the overview never disagree about one namespace's health.
+DEFAULT_WINDOW_HOURS = 24
+
+
+def window_or_default(
+    since: datetime | None, until: datetime | None, now: datetime
+) -> tuple[datetime | None, datetime | None]:
+    """The window asked for, or with neither bound the trailing :data:`DEFAULT_WINDOW_HOURS`
+    up to ``now``."""
+    if since is None and until is None:
+        return now - timedelta(hours=DEFAULT_WINDOW_HOURS), now
+    return since, until
+
 
 BELOW = "below"
 ABOVE = "above"

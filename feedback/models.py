@@ -12,6 +12,7 @@ import uuid
 from django.db import models
 
 from rms.models import MemoryObject, Namespace
+from rms.policy import TOTAL_FIELDS
 
 
 class FeedbackAggregate(models.Model):
@@ -28,11 +29,9 @@ class FeedbackAggregate(models.Model):
     )
     total_injections = models.PositiveIntegerField(default=0)
     total_token_cost = models.PositiveBigIntegerField(default=0)
-    total_referenced = models.PositiveIntegerField(default=0)
-    total_confirmed = models.PositiveIntegerField(default=0)
-    total_task_completed = models.PositiveIntegerField(default=0)
-    total_corrected = models.PositiveIntegerField(default=0)
-    total_unused = models.PositiveIntegerField(default=0)
+    # One count per signal type with an aggregate total (SPEC §8), named by the policy: a new
+    # one is a row in rms.policy.SIGNALS plus the migration makemigrations writes.
+    locals().update({f: models.PositiveIntegerField(default=0) for f in TOTAL_FIELDS.values()})
     usage_ratio = models.FloatField(null=True, blank=True)
     last_positive_signal = models.DateTimeField(null=True, blank=True)
     last_negative_signal = models.DateTimeField(null=True, blank=True)

@@ -29,9 +29,10 @@ from datetime import datetime
 from statistics import fmean
 from typing import ClassVar
 
-from feedback import aggregates, detection
+from analysis import api as detection
+from feedback import aggregates
+from feedback.apply import apply_signal
 from feedback.models import InjectionEvent, SessionNamespace, SignalRecord
-from feedback.services import signal_record_row
 from rms import idempotency, oplog, policy
 from rms import services as core
 from rms.errors import DomainError
@@ -96,7 +97,9 @@ def session_signals(data: dict, detected: dict | None) -> list[SessionSignal]:
     for oid in silent_injections(data):
         found = (detected or {}).get(oid)
         referenced = found is not None and found.signal_type == detection.REFERENCED
-        out.append(SessionSignal(oid, "REFERENCED" if referenced else "UNUSED", detection=found))
+        out.append(
+            SessionSignal(oid, policy.REFERENCED if referenced else policy.UNUSED, detection=found)
+        )
     return out
 
 
@@ -173,6 +176,24 @@ class Events:
     signals: list[SignalRecord] = field(default_factory=list)
     sessions: list[SessionRow] = field(default_factory=list)
     scopes: list[SessionNamespace] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SessionWork:
+    """One session while it is planned: its body, its row, the payload fields every signal
+    operation of it carries, its injection rows by object id, the signal types each object
+    received, and what its record lists."""
+
+    item: Item
+    row: SessionRow
+    extra: dict
+    injected: dict = field(default_factory=dict)
+    str_values: list[float] = field(default_factory=list)
+    received: defaultdict = field(default_factory=lambda: defaultdict(list))
+    signals_out: list[dict] = field(default_factory=list)
+    unused_ids: list[str] = field(default_factory=list)
+    #: The payload JSON of the session's plain automatic UNUSED, once one is planned.
+    unused_json: str | None = None
 
 
 class SessionPlan:
@@ -295,7 +316,7 @@ class SessionPlan:
                     except DomainError as exc:
                         for name, messages in (exc.fields or {}).items():
                             fields[f"signals.{i}.{name}"] = messages
-                    if entry["signal_type"] == "UNUSED":
+                    if entry["signal_type"] == policy.UNUSED:
                         if entry["object_id"] in unused_seen:
                             fields[f"signals.{i}.signal_type"] = ["At most one UNUSED per object."]
                         unused_seen.add(entry["object_id"])
@@ -305,21 +326,36 @@ class SessionPlan:
         return core.resolve_ts(data.get("ts"), [obj.last_op_ts for obj in touched])
 
     def _plan(self, item: Item, ts: datetime) -> dict:
-        """Plan one checked session; returns its record."""
+        """Plan one checked session in the order SPEC §7 processes it; returns its record."""
+        work = self._open_session(item, ts)
+        for inj in item.data["injections"]:
+            self._inject(work, inj)
+        planned = session_signals(item.data, item.detected)
+        for signal in planned:
+            if signal.entry is not None:
+                self._apply_client_signal(work, signal.entry)
+        work.unused_ids = [
+            self.keys[pk].text for pk in work.injected if work.received[pk] == [policy.UNUSED]
+        ]
+        for signal in planned:
+            if signal.entry is None:
+                self._apply_silent_signal(work, signal)
+        self._end_injections(work)
+        record = self._session_record(work)
+        self._close_session(work, record)
+        return record
+
+    def _open_session(self, item: Item, ts: datetime) -> SessionWork:
+        """SPEC §7: the session row (its columns as sent, defaults filled in) and the fields
+        every operation of the session carries."""
         data = item.data
-        objects, keys, events = self.loaded.objects, self.keys, self._events
-        aggs, tallies, system = self.loaded.aggregates, self.loaded.tallies, self.system
         session_pk = uuid.uuid4()
-        request_id = data["request_id"]
-        session_id = data["session_id"]
-        session_text = str(session_pk)
-        extra = {"request_id": request_id, "feedback_session_id": session_text}
-        session = SessionRow(
+        row = SessionRow(
             id=session_pk,
             client_id=self.client.pk,
-            request_id=request_id,
+            request_id=data["request_id"],
             body_hash=item.body_hash,
-            session_id=session_id,
+            session_id=data["session_id"],
             ts=ts,
             namespace_scope=list(data["namespace_scope"]),
             context_budget=data["context_budget"],
@@ -331,206 +367,220 @@ class SessionPlan:
             head_hash=GENESIS_HASH,
             last_op_ts=ts,
         )
+        extra = {"request_id": row.request_id, "feedback_session_id": str(session_pk)}
+        return SessionWork(item=item, row=row, extra=extra)
 
-        injected: dict = {}
-        str_values: list[float] = []
-        for inj in data["injections"]:
-            obj = objects[inj["object_id"]]
-            composite = inj.get("composite_score")
-            str_value = inj.get("str_value")
-            if str_value is None and composite is not None:
-                str_value = composite / inj["token_cost"]
-            if str_value is not None:
-                str_values.append(str_value)
-            payload = {
-                "session_id": session_id,
-                "request_id": request_id,
-                "feedback_session_id": session_text,
-                "object_id": keys[obj.pk].text,
-                "rank_position": inj.get("rank_position"),
-                "representation_type": inj.get("representation_type") or "",
-                "token_cost": inj["token_cost"],
-                "composite_score": composite,
-                "str_value": str_value,
-                "injection_ts": iso(ts),
-            }
-            events.ops.append(
-                oplog.injection_event(
-                    obj,
-                    ts=ts,
-                    payload=payload,
-                    actor_id=system.id,
-                    actor_type=system.type,
-                    payload_json=injection_payload_json(payload),
-                    key=keys[obj.pk],
-                )
-            )
-            aggregates.on_injection(aggs.get(obj.pk), inj["token_cost"])
-            row = new_row(  # not Model.__init__: ten per session of a batch
-                InjectionEvent,
-                id=None,
-                session_id=session_pk,
-                object_id=obj.pk,
-                namespace_id=obj.namespace_id,
-                ts=ts,
-                rank_position=inj.get("rank_position"),
-                representation_type=payload["representation_type"],
-                token_cost=inj["token_cost"],
-                composite_score=composite,
-                str_value=str_value,
-                ended_unused=False,
-            )
-            events.injections.append(row)
-            injected[obj.pk] = row
-            self.touched[obj.pk] = obj
-
-        received: dict = defaultdict(list)
-        out_signals: list[dict] = []
-
-        def apply(
-            obj: MemoryObject,
-            signal: policy.Signal,
-            automatic: bool,
-            more: dict | None = None,
-            payload_json: str | None = None,
-        ) -> core.SignalResult:
-            result = core.signal_ops(
+    def _inject(self, work: SessionWork, inj: dict) -> None:
+        """SPEC §6–§7: one injection is an INJECTION_EVENT on the object's chain (``str_value``
+        = composite_score / token_cost when not given) and an injection row; SPEC §8: it
+        counts in the object's injections and token cost."""
+        row, ts = work.row, work.row.ts
+        obj = self.loaded.objects[inj["object_id"]]
+        key = self.keys[obj.pk]
+        composite = inj.get("composite_score")
+        str_value = inj.get("str_value")
+        if str_value is None and composite is not None:
+            str_value = composite / inj["token_cost"]
+        if str_value is not None:
+            work.str_values.append(str_value)
+        payload = {
+            "session_id": row.session_id,
+            "request_id": row.request_id,
+            "feedback_session_id": work.extra["feedback_session_id"],
+            "object_id": key.text,
+            "rank_position": inj.get("rank_position"),
+            "representation_type": inj.get("representation_type") or "",
+            "token_cost": inj["token_cost"],
+            "composite_score": composite,
+            "str_value": str_value,
+            "injection_ts": iso(ts),
+        }
+        self._events.ops.append(
+            oplog.injection_event(
                 obj,
-                signal,
-                tallies,
-                extra={**extra, **(more or {})},
-                payload_json=payload_json,
-                key=keys[obj.pk],
-            )
-            events.ops.append(result.feedback_op)
-            if result.change_op is not None:
-                events.ops.append(result.change_op)
-            base, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
-            if not automatic:
-                # Automatic UNUSED stay in the log (FEEDBACK_EVENT) and in
-                # InjectionEvent.ended_unused; SignalRecord keeps what clients sent, a quarter
-                # of the rows.
-                events.signals.append(signal_record_row(obj, result, session=session))
-            received[obj.pk].append(signal.signal_type)
-            self.touched[obj.pk] = obj
-            return result
-
-        planned = session_signals(data, item.detected)
-        for entry in (signal.entry for signal in planned if signal.entry is not None):
-            obj = objects[entry["object_id"]]
-            actor = core.Actor.of(self.client, entry.get("actor_id"), entry.get("actor_type"))
-            signal = policy.Signal(
-                signal_type=entry["signal_type"],
-                detection_method=policy.resolve_detection_method(
-                    entry["signal_type"], entry.get("detection_method")
-                ),
-                actor_id=actor.id,
-                actor_type=actor.type,
-                session_id=session_id,
                 ts=ts,
-                evidence_ids=tuple(entry.get("evidence_ids") or ()),
+                payload=payload,
+                actor_id=self.system.id,
+                actor_type=self.system.type,
+                payload_json=injection_payload_json(payload),
+                key=key,
             )
-            out_signals.append(signal_out(keys[obj.pk].text, apply(obj, signal, automatic=False)))
+        )
+        aggregates.on_injection(self.loaded.aggregates.get(obj.pk), inj["token_cost"])
+        injection = new_row(  # not Model.__init__: ten per session of a batch
+            InjectionEvent,
+            id=None,
+            session_id=row.id,
+            object_id=obj.pk,
+            namespace_id=obj.namespace_id,
+            ts=ts,
+            rank_position=inj.get("rank_position"),
+            representation_type=payload["representation_type"],
+            token_cost=inj["token_cost"],
+            composite_score=composite,
+            str_value=str_value,
+            ended_unused=False,
+        )
+        self._events.injections.append(injection)
+        work.injected[obj.pk] = injection
+        self.touched[obj.pk] = obj
 
-        text = {pk: keys[pk].text for pk in injected}
-        unused_ids = [text[pk] for pk in injected if received[pk] == ["UNUSED"]]
-        unused_json = None  # every plain automatic UNUSED of the session has the same payload
-        for automatic in (signal for signal in planned if signal.entry is None):
-            pk, found_one = automatic.object_id, automatic.detection
-            more = None
-            if found_one is not None:
-                more = {
-                    "detected": True,
-                    "detection_score": found_one.score,
-                    "detection_reason": found_one.reason,
-                }
-            referenced = automatic.signal_type == "REFERENCED"
-            signal = policy.Signal(
-                signal_type=automatic.signal_type,
-                detection_method=DETECTED_METHOD if found_one is not None else AUTO_UNUSED_METHOD,
-                actor_id=system.id,
-                actor_type=system.type,
-                session_id=session_id,
-                ts=ts,
-            )
-            plain = found_one is None
-            result = apply(
-                objects[pk],
-                signal,
-                automatic=True,
-                more=more,
-                payload_json=unused_json if plain else None,
-            )
-            if plain:
-                unused_json = result.feedback_op.payload_json
-            if referenced:
-                out_signals.append(
-                    {**signal_out(text[pk], result), "detected": True, "score": found_one.score}
-                )
-            else:
-                unused_ids.append(text[pk])
+    def _apply_client_signal(self, work: SessionWork, entry: dict) -> None:
+        """SPEC §2, §7: a client's signal, in list order, with its actor (the client itself
+        when not given) and its type's primary detection method when none is sent."""
+        obj = self.loaded.objects[entry["object_id"]]
+        actor = core.Actor.of(self.client, entry.get("actor_id"), entry.get("actor_type"))
+        signal = policy.Signal(
+            signal_type=entry["signal_type"],
+            detection_method=policy.resolve_detection_method(
+                entry["signal_type"], entry.get("detection_method")
+            ),
+            actor_id=actor.id,
+            actor_type=actor.type,
+            session_id=work.row.session_id,
+            ts=work.row.ts,
+            evidence_ids=tuple(entry.get("evidence_ids") or ()),
+        )
+        result = self._apply(work, obj, signal, record=True)
+        work.signals_out.append(signal_out(self.keys[obj.pk].text, result))
 
-        outcome = data.get("outcome")
-        for pk, row in injected.items():
-            types = received[pk]
-            row.ended_unused = all(t == "UNUSED" for t in types)
-            aggregates.on_session_end(aggs.get(pk), signal_types=types, outcome=outcome, ts=ts)
-            if row.ended_unused:  # on_session_end grew the streak
+    def _apply_silent_signal(self, work: SessionWork, silent: SessionSignal) -> None:
+        """SPEC §5, §7 and RFC-0009 §4: an injected object the client sent nothing for gets
+        the service's signal: REFERENCED when the response analysis found it used (LOW, 0.5
+        discount), else UNUSED (by the analysis, or by injection tracking without one). The
+        record lists a REFERENCED with its score and an UNUSED in ``unused_ids``. Automatic
+        signals stay in the log (FEEDBACK_EVENT) and in ``InjectionEvent.ended_unused``;
+        ``SignalRecord`` keeps what clients sent, a quarter of the rows."""
+        pk, found = silent.object_id, silent.detection
+        signal = policy.Signal(
+            signal_type=silent.signal_type,
+            detection_method=DETECTED_METHOD if found is not None else AUTO_UNUSED_METHOD,
+            actor_id=self.system.id,
+            actor_type=self.system.type,
+            session_id=work.row.session_id,
+            ts=work.row.ts,
+        )
+        obj, text = self.loaded.objects[pk], self.keys[pk].text
+        if found is None:
+            # Every plain automatic UNUSED of a session carries the same payload: encoded once.
+            result = self._apply(work, obj, signal, record=False, payload_json=work.unused_json)
+            work.unused_json = result.feedback_op.payload_json
+        else:
+            more = {
+                "detected": True,
+                "detection_score": found.score,
+                "detection_reason": found.reason,
+            }
+            result = self._apply(work, obj, signal, record=False, more=more)
+        if silent.signal_type == policy.REFERENCED:
+            work.signals_out.append(
+                {**signal_out(text, result), "detected": True, "score": found.score}
+            )
+        else:
+            work.unused_ids.append(text)
+
+    def _apply(
+        self,
+        work: SessionWork,
+        obj: MemoryObject,
+        signal: policy.Signal,
+        *,
+        record: bool,
+        more: dict | None = None,
+        payload_json: str | None = None,
+    ) -> core.SignalResult:
+        """One signal of the session through ``feedback.apply``, its rows planned and the
+        signal type noted for the object's session end."""
+        applied = apply_signal(
+            obj,
+            signal,
+            tallies=self.loaded.tallies,
+            ledger=self.loaded.aggregates,
+            extra={**work.extra, **(more or {})},
+            payload_json=payload_json,
+            key=self.keys[obj.pk],
+            record=record,
+            session=work.row,
+        )
+        self._events.ops.extend(applied.ops)
+        if applied.record is not None:
+            self._events.signals.append(applied.record)
+        work.received[obj.pk].append(signal.signal_type)
+        self.touched[obj.pk] = obj
+        return applied.result
+
+    def _end_injections(self, work: SessionWork) -> None:
+        """SPEC §8: each injected object closes the session in its aggregate; one that got
+        only UNUSED ends unused and its streak grows (the sweep trigger, SPEC §9)."""
+        outcome, ts = work.row.outcome, work.row.ts
+        for pk, injection in work.injected.items():
+            types = work.received[pk]
+            injection.ended_unused = all(t == policy.UNUSED for t in types)
+            aggregates.on_session_end(
+                self.loaded.aggregates.get(pk), signal_types=types, outcome=outcome, ts=ts
+            )
+            if injection.ended_unused:
                 self.streak_grew.add(pk)
 
-        has_corrected = any(s["signal_type"] == "CORRECTED" for s in data["signals"])
+    def _session_record(self, work: SessionWork) -> dict:
+        """The session record (API.md), encoded once for the stored row and the answer."""
+        row = work.row
         record = {
-            "id": session_text,
-            "session_id": session_id,
-            "request_id": request_id,
-            "ts": iso(ts),
-            "namespace_scope": session.namespace_scope,
-            "context_budget": session.context_budget,
-            "tokens_used": session.tokens_used,
-            "context_tags": session.context_tags,
-            "outcome": outcome,
-            "injected_object_ids": [text[pk] for pk in injected],
-            "signals": out_signals,
-            "unused_ids": unused_ids,
-            "session_str_mean": fmean(str_values) if str_values else None,
+            "id": str(row.id),
+            "session_id": row.session_id,
+            "request_id": row.request_id,
+            "ts": iso(row.ts),
+            "namespace_scope": row.namespace_scope,
+            "context_budget": row.context_budget,
+            "tokens_used": row.tokens_used,
+            "context_tags": row.context_tags,
+            "outcome": row.outcome,
+            "injected_object_ids": [self.keys[pk].text for pk in work.injected],
+            "signals": work.signals_out,
+            "unused_ids": work.unused_ids,
+            "session_str_mean": fmean(work.str_values) if work.str_values else None,
         }
-        session.record = record
-        session.record_json = item.record_json = json.dumps(
+        row.record = record
+        row.record_json = work.item.record_json = json.dumps(
             record, separators=(",", ":"), allow_nan=False
         )
+        return record
+
+    def _close_session(self, work: SessionWork, record: dict) -> None:
+        """SPEC §6–§7: the FEEDBACK_SESSION operation on the session's own chain, then the
+        session row and one scope row per namespace of ``namespace_scope``."""
+        row, ts = work.row, work.row.ts
         payload = {k: v for k, v in record.items() if k not in ("id", "ts")}
-        payload["context_text"] = session.context_text
-        events.ops.append(
+        payload["context_text"] = row.context_text
+        self._events.ops.append(
             oplog.append(
-                session,
+                row,
                 target_type=oplog.TARGET_SESSION,
-                namespace=session.namespace_scope[0],
+                namespace=row.namespace_scope[0],
                 op_type="FEEDBACK_SESSION",
                 ts=ts,
                 payload=payload,
-                actor_id=system.id,
-                actor_type=system.type,
-                session_id=session_id,
+                actor_id=self.system.id,
+                actor_type=self.system.type,
+                session_id=row.session_id,
                 policy_version=policy.POLICY_VERSION,
-                target_json=oplog.json_scalar(session_text),
+                target_json=oplog.json_scalar(record["id"]),
             )
         )
-        events.sessions.append(session)
-        namespaces = self.loaded.namespaces
-        for name in session.namespace_scope:
-            events.scopes.append(
+        self._events.sessions.append(row)
+        has_corrected = any(s["signal_type"] == policy.CORRECTED for s in work.item.data["signals"])
+        for name in row.namespace_scope:
+            self._events.scopes.append(
                 new_row(
                     SessionNamespace,
                     id=None,
-                    session_id=session_pk,
-                    namespace_id=namespaces[name].pk,
+                    session_id=row.id,
+                    namespace_id=self.loaded.namespaces[name].pk,
                     ts=ts,
-                    context_budget=session.context_budget,
+                    context_budget=row.context_budget,
                     has_corrected=has_corrected,
                 )
             )
-        return record
 
 
 def injection_payload_json(payload: dict) -> str:

@@ -11,7 +11,7 @@ the same transaction, so under the locks the log of those objects is complete an
 while it is folded and the aggregates written. It reads only the operations of those objects
 plus the FEEDBACK_SESSION operations of the sessions that injected them (named by each
 INJECTION_EVENT's ``feedback_session_id``), so a chunk costs its own share of the log. The
-worker fans a rebuild out as key-range chunks (``feedback.fanout``), one transaction each.
+worker fans a rebuild out as key-range chunks (``feedback.taskruns.chunks``), one transaction each.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from django.db.models.fields.json import KT
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
-from rms import store
+from rms import policy, store
 from rms.models import MemoryObject, Operation
 
 CHUNK = 5000
@@ -155,7 +155,7 @@ def _session_end(payload: dict, ts: datetime, agg) -> None:
         a = agg(UUID(object_id))
         if a is None:
             continue
-        types = received.get(object_id) or (["UNUSED"] if object_id in unused else [])
+        types = received.get(object_id) or ([policy.UNUSED] if object_id in unused else [])
         aggregates.on_session_end(a, signal_types=types, outcome=payload["outcome"], ts=ts)
 
 

@@ -301,3 +301,13 @@ def rank_candidates(
         )
     results.sort(key=lambda r: (-r["score"], r["object_id"]))
     return {"namespace": ns.name, "results": results}
+
+
+def stored_request_ids(client: ApiClient, request_ids: set) -> set:
+    """The request ids among ``request_ids`` for which the client has a stored feedback
+    session (read without a lock)."""
+    return set(
+        FeedbackSession.objects.filter(client=client, request_id__in=request_ids).values_list(
+            "request_id", flat=True
+        )
+    )

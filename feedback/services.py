@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import operator
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from feedback import aggregates, detection
+from analysis import api as detection
+from feedback import aggregates
+from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store
 from rms import services as core
@@ -20,31 +23,6 @@ from rms.models import ApiClient, MemoryObject, Operation, new_row
 from rms.representations import objects_out, operation_out
 
 SIGNAL_SCOPE = "signal"
-
-
-def signal_record_row(obj, result: core.SignalResult, *, session=None, automatic=False):
-    """The per-signal FEEDBACK_EVENT record (SPEC §2): detection, weights and effect."""
-    payload, signal = result.feedback_op.payload, result.signal
-    return new_row(
-        SignalRecord,
-        id=None,
-        feedback_session_id=None if session is None else session.pk,
-        object_id=obj.pk,
-        namespace_id=obj.namespace_id,
-        operation_id=result.feedback_op.id,
-        ts=signal.ts,
-        session_id=signal.session_id,
-        signal_type=signal.signal_type,
-        detection_method=signal.detection_method,
-        reliability_class=payload["reliability_class"],
-        base_weight=payload["base_weight"],
-        effective_weight=payload["effective_weight"],
-        effect=result.effect,
-        reason=(result.outcome.reason or "")[:200],
-        actor_id=signal.actor_id,
-        actor_type=signal.actor_type,
-        automatic=automatic,
-    )
 
 
 #: What an aggregate row is read as: the object id, then ``Aggregate``'s fields in order.
@@ -147,16 +125,17 @@ def signal_record(
                 evidence_ids=tuple(data.get("evidence_ids") or ()),
             )
             tallies = core.load_tallies([(obj.pk, signal.session_id)])
-            result = core.signal_ops(obj, signal, tallies, extra={"request_id": request_id})
             aggs = load_aggregates([obj.pk])
-            _, effective = core.weights_of(result.outcome, signal)
-            aggregates.on_signal(aggs.get(obj.pk), signal.signal_type, result.effect, effective, ts)
+            applied = apply_signal(
+                obj, signal, tallies=tallies, ledger=aggs, extra={"request_id": request_id}
+            )
+            result = applied.result
             # One pipeline for every write of the signal (rms.store's batched).
             db = store.get()
             with db.batched():
                 db.update(MemoryObject, [obj], list(MemoryObject.WRITABLE_FIELDS))
-                db.insert(Operation, [op for op in (result.feedback_op, result.change_op) if op])
-                db.insert(SignalRecord, [signal_record_row(obj, result)])
+                db.insert(Operation, applied.ops)
+                db.insert(SignalRecord, [applied.record])
                 core.write_tallies(db, tallies.changes())
                 write_aggregates(db, aggs.changes(), {obj.pk: obj.namespace_id})
             answer = signal_answer(result, obj)
@@ -196,3 +175,27 @@ def check_analysis(response_text: str, object_count: int, objects_field: str) ->
                 ]
             },
         )
+
+
+class AnalysisBudget:
+    """The response analysis one request may run (``settings.RMS_ANALYSIS_BUDGET``), counted in
+    characters × objects analysed, which is what an analysis' time grows with. Spent in request
+    order; once an analysis does not fit, every later one of the request is refused too, so
+    the refused items of a batch are its tail and can be sent again in another request."""
+
+    def __init__(self) -> None:
+        self.total = settings.RMS_ANALYSIS_BUDGET
+        self.left = self.total
+
+    def spend(self, response_text: str, object_count: int) -> None:
+        """Take one analysis from the budget, or 413 ``analysis_budget_exceeded``."""
+        cost = len(response_text) * object_count
+        if cost > self.left:
+            self.left = 0
+            raise DomainError(
+                "analysis_budget_exceeded",
+                f"This request's response analyses exceed its budget of {self.total} characters "
+                "× objects analysed; send the refused sessions in another request.",
+                413,
+            )
+        self.left -= cost

@@ -230,12 +230,12 @@ class _Builder:
             if roll < 0.35:
                 signals.append(self._signal_entry(oid, rng.choice(_CLIENT_SIGNALS)))
             elif roll < 0.45:
-                signals.append(self._signal_entry(oid, "UNUSED"))
+                signals.append(self._signal_entry(oid, policy.UNUSED))
             if rng.random() < 0.1:  # a second signal, never a second UNUSED
-                signal_type = rng.choice([t for t in _CLIENT_SIGNALS if t != "UNUSED"])
+                signal_type = rng.choice([t for t in _CLIENT_SIGNALS if t != policy.UNUSED])
                 signals.append(self._signal_entry(oid, signal_type))
         if rng.random() < 0.15:  # a signal on an object the session did not inject
-            signal_type = rng.choice([t for t in _CLIENT_SIGNALS if t != "UNUSED"])
+            signal_type = rng.choice([t for t in _CLIENT_SIGNALS if t != policy.UNUSED])
             signals.append(self._signal_entry(rng.choice(ids), signal_type))
         rng.shuffle(signals)
         topic = rng.choice(sorted(_TOPICS))

@@ -13,7 +13,7 @@ lock and re-checks the candidate condition, because a session or a concurrent sw
 changed it since the unlocked read: an object checked by one sweep is no longer a candidate
 when a concurrent one gets its lock, so it is decided once. ``lo``/``hi`` restrict a sweep to a
 key range: the worker task fans a sweep out over Celery as key-range chunks
-(``feedback.fanout``), which is how a sweep uses more than one core or machine. A crash leaves
+(``feedback.taskruns``), which is how a sweep uses more than one core or machine. A crash leaves
 finished chunks committed and the rest untouched; as a checked object is no longer a candidate,
 a rerun finishes the job and ends in the same state as one clean run. Nothing here retries; the
 task that calls :func:`sweep` may simply run it again.
@@ -31,8 +31,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from feedback import aggregates, relevance
+from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
-from feedback.services import load_aggregates, signal_record_row, write_aggregates
+from feedback.services import load_aggregates, write_aggregates
 from rms import gcpause, oplog, policy
 from rms import services as core
 from rms.models import MemoryObject, Namespace, Operation
@@ -48,7 +49,7 @@ CHUNK = 500
 #: well under a second in all).
 PROGRESS_STEP = 0.02
 MIN_PROGRESS_CHUNK = 20
-SIGNAL_TYPE = "IGNORED_REPEATEDLY"
+SIGNAL_TYPE = policy.IGNORED_REPEATEDLY
 DETECTION_METHOD = "injection_tracking"
 ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 #: The penalty's session_id: the sweep is not a conversation, but every signal carries one.
@@ -235,9 +236,9 @@ def _sweep_locked(
     contexts.load({s for sessions in streak_sessions.values() for s in sessions})
     tallies = policy.TallyLedger()  # a penalty never reads or moves a session tally
     writes = _Writes()
-    for obj, agg in todo:
+    for obj, _ in todo:
         decision = _check_object(
-            obj, agg, streak_sessions.get(obj.pk, []), contexts, at, tallies, writes
+            obj, ledger, streak_sessions.get(obj.pk, []), contexts, at, tallies, writes
         )
         summary.count(obj.namespace.name, decision)
     # Operations go in list order, so seq follows each chain: IGNORED_CHECK, FEEDBACK_EVENT,
@@ -252,7 +253,7 @@ def _sweep_locked(
 
 def _check_object(
     obj: MemoryObject,
-    agg: aggregates.Aggregate,
+    ledger: aggregates.Ledger,
     sessions: list,
     contexts: SessionContexts,
     now: datetime,
@@ -260,6 +261,7 @@ def _check_object(
     writes: _Writes,
 ) -> relevance.SweepDecision:
     ns = obj.namespace
+    agg = ledger.get(obj.pk)  # the candidate's aggregate, as re-read under the lock
     streak = agg.unused_streak
     subject = relevance.Subject.of(obj.domain_tags, obj.content)
     threshold = ns.relevance_threshold
@@ -307,19 +309,18 @@ def _check_object(
             ts=ts,
             evidence_ids=(),
         )
-        result = core.signal_ops(
+        # Not UNUSED, so this also resets the streak to 0 (SPEC §8, §9).
+        applied = apply_signal(
             obj,
             signal,
-            tallies,
+            tallies=tallies,
+            ledger=ledger,
             extra={"ignored_check_id": str(check.id), "unused_streak": streak},
             key=key,
+            automatic=True,
         )
-        writes.ops.append(result.feedback_op)
-        writes.ops.append(result.change_op)
-        _, effective = core.weights_of(result.outcome, signal)
-        # Not UNUSED, so this also resets the streak to 0 (SPEC §8, §9).
-        aggregates.on_signal(agg, SIGNAL_TYPE, result.effect, effective, ts)
-        writes.signals.append(signal_record_row(obj, result, automatic=True))
+        writes.ops.extend(applied.ops)
+        writes.signals.append(applied.record)
     writes.objects.append(obj)
     return decision
 

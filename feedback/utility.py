@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from rms.policy import USED_SIGNALS
+
 # --- SPEC §12: utility ----------------------------------------------------------------------------
 #: Every object starts here: neither known useful nor known useless.
 UTILITY_START = 0.5
@@ -37,10 +39,6 @@ OUTCOMES = tuple(OUTCOME_REWARDS)
 IGNORED_KEEP = 0.95
 IGNORED_GAIN = 0.05
 IGNORED_TARGET = 0.3
-
-#: The signals that make an injected object "used" in a session (SPEC §12). CORRECTED and the other
-#: negative signals are deliberately absent: being corrected is not being useful.
-USED_SIGNALS = frozenset({"REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH"})
 
 # --- SPEC §12: hotness ----------------------------------------------------------------------------
 #: Hotness halves every 7 days without a use.
@@ -67,14 +65,15 @@ def _clamp01(value: float) -> float:
 
 
 def is_used(signal_types: Iterable[str]) -> bool:
-    """Whether an injected object counts as "used" given the signal types it got (SPEC §12)."""
+    """Whether an injected object counts as "used" given the signal types it got (SPEC §12):
+    one of them is in ``rms.policy.USED_SIGNALS``."""
     return any(signal_type in USED_SIGNALS for signal_type in signal_types)
 
 
 def utility_update(u: float, used: bool, outcome: str | None) -> float:
     """One feedback session's effect on an injected object's utility (SPEC §12).
 
-    ``used`` means the object got REFERENCED, CONFIRMED or TASK_COMPLETED_WITH in the session.
+    ``used`` means the object got one of ``rms.policy.USED_SIGNALS`` in the session.
     Without an outcome the session says nothing about usefulness, so utility is unchanged.
     """
     if outcome is None:

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from feedback import ingest
 from feedback.api.views import count_ingested, session_item
+from feedback.taskruns import enqueue
 from otlp import mapping, telemetry
 from otlp.models import OtlpSpan, OtlpTrace
 from rms.errors import DomainError
@@ -221,12 +222,12 @@ def _store(client: ApiClient, kept: list[_Kept], receipt: Receipt) -> None:
 
 def _enqueue(trace_pks: list[int]) -> None:
     """One message for the traces an export completed (a 512-span export may complete 100)."""
-    from otlp.tasks import assemble_traces
-
-    assemble_traces.apply_async((trace_pks,), retry=True, retry_policy=_PUBLISH_RETRY)
+    enqueue.publish(ASSEMBLE_TRACES, (trace_pks,))
 
 
-_PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+#: The registered name of ``otlp.tasks.assemble_traces``: queued by name, so this module need
+#: not import the task module that imports it.
+ASSEMBLE_TRACES = "otlp.tasks.assemble_traces"
 
 
 def trace_assemble(*, trace_pk: int) -> str | None:

@@ -13,6 +13,7 @@ TRANSIENT = (OperationalError, InterfaceError)
 
 
 @shared_task(
+    name=services.ASSEMBLE_TRACES,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=TRANSIENT,

@@ -24,7 +24,7 @@ def on_starting(server) -> None:
 
 
 def post_worker_init(worker) -> None:
-    from feedback import detection
+    from analysis import api as detection
 
     try:
         detection.warm()

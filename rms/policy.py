@@ -78,28 +78,67 @@ NEGATIVE = "negative"
 NEUTRAL = "neutral"
 
 
+# The one place that names the signal types: every other module uses these constants and the
+# tables derived below, so adding a type is a row in SIGNALS (and the migration makemigrations
+# writes when the row names an aggregate total).
+REFERENCED = "REFERENCED"
+CONFIRMED = "CONFIRMED"
+TASK_COMPLETED_WITH = "TASK_COMPLETED_WITH"
+CORROBORATED_BY_EXTERNAL = "CORROBORATED_BY_EXTERNAL"
+CORRECTED = "CORRECTED"
+CONTRADICTED_BY_OBSERVATION = "CONTRADICTED_BY_OBSERVATION"
+TASK_FAILED_WITH = "TASK_FAILED_WITH"
+IGNORED_REPEATEDLY = "IGNORED_REPEATEDLY"
+UNUSED = "UNUSED"
+
+
 @dataclass(frozen=True)
 class SignalSpec:
     kind: str
     base_weight: float
     primary_method: str
+    #: Makes an injected object "used" in its session (SPEC §12; usage_ratio, SPEC §8).
+    used: bool = False
+    #: The per-object aggregate field that counts this type (SPEC §8), or None for no total.
+    total_field: str | None = None
 
 
 SIGNALS: dict[str, SignalSpec] = {
-    "REFERENCED": SignalSpec(POSITIVE, 0.08, "response_analysis"),
-    "CONFIRMED": SignalSpec(POSITIVE, 0.15, "explicit_user"),
-    "TASK_COMPLETED_WITH": SignalSpec(POSITIVE, 0.12, "tool_validation"),
-    "CORROBORATED_BY_EXTERNAL": SignalSpec(POSITIVE, 0.10, "external_crosscheck"),
-    "CORRECTED": SignalSpec(NEGATIVE, 0.25, "explicit_user"),
-    "CONTRADICTED_BY_OBSERVATION": SignalSpec(NEGATIVE, 0.20, "observation"),
-    "TASK_FAILED_WITH": SignalSpec(NEGATIVE, 0.10, "tool_validation"),
-    "IGNORED_REPEATEDLY": SignalSpec(NEGATIVE, 0.05, "injection_tracking"),
-    "UNUSED": SignalSpec(NEUTRAL, 0.0, "response_analysis"),
+    REFERENCED: SignalSpec(
+        POSITIVE, 0.08, "response_analysis", used=True, total_field="total_referenced"
+    ),
+    CONFIRMED: SignalSpec(
+        POSITIVE, 0.15, "explicit_user", used=True, total_field="total_confirmed"
+    ),
+    TASK_COMPLETED_WITH: SignalSpec(
+        POSITIVE, 0.12, "tool_validation", used=True, total_field="total_task_completed"
+    ),
+    CORROBORATED_BY_EXTERNAL: SignalSpec(POSITIVE, 0.10, "external_crosscheck"),
+    CORRECTED: SignalSpec(NEGATIVE, 0.25, "explicit_user", total_field="total_corrected"),
+    CONTRADICTED_BY_OBSERVATION: SignalSpec(NEGATIVE, 0.20, "observation"),
+    TASK_FAILED_WITH: SignalSpec(NEGATIVE, 0.10, "tool_validation"),
+    IGNORED_REPEATEDLY: SignalSpec(NEGATIVE, 0.05, "injection_tracking"),
+    UNUSED: SignalSpec(NEUTRAL, 0.0, "response_analysis", total_field="total_unused"),
 }
 SIGNAL_TYPES = tuple(SIGNALS)
 #: Only the service's own sweep produces these (SPEC §2).
-SYSTEM_ONLY_SIGNALS = frozenset({"IGNORED_REPEATEDLY"})
+SYSTEM_ONLY_SIGNALS = frozenset({IGNORED_REPEATEDLY})
 SYSTEM_ONLY_METHODS = frozenset({"injection_tracking"})
+#: The signals that make an injected object "used" in a session (SPEC §12). CORRECTED and the other
+#: negative signals are deliberately absent: being corrected is not being useful.
+USED_SIGNALS = frozenset(t for t, spec in SIGNALS.items() if spec.used)
+#: Signal type -> its aggregate total field (SPEC §8), in policy order.
+TOTAL_FIELDS: dict[str, str] = {
+    t: spec.total_field for t, spec in SIGNALS.items() if spec.total_field is not None
+}
+#: What response analysis answers for an injected object: used or not (SPEC §7, API ``/detect``).
+DETECTED_SIGNAL_TYPES = (REFERENCED, UNUSED)
+
+
+def signals_of_kind(kind: str) -> frozenset[str]:
+    """The signal types of one kind (positive, negative, neutral) in the policy (SPEC §2)."""
+    return frozenset(t for t, spec in SIGNALS.items() if spec.kind == kind)
+
 
 #: detection_method -> (reliability class, weight discount r)
 DETECTION_METHODS: dict[str, tuple[str, float]] = {
@@ -406,7 +445,7 @@ def penalize(state: ObjectState, signal: Signal, tally: SessionTally | None = No
     s = state.salience_base
     c_new = c * (1.0 - delta)
     floor_applied = False
-    if signal.signal_type == "CORRECTED":
+    if signal.signal_type == CORRECTED:
         floored = min(c, max(CORRECTED_FLOOR, c_new))
         floor_applied = floored != c_new
         c_new = floored

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -34,13 +35,42 @@ def _bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def _positive_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = env.str(name, default="").strip()
+    if raw == "":
+        return default
+    if not raw.isdigit() or int(raw) < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, got {raw!r}"
+        )
+    return int(raw)
+
+
 DEBUG = _bool("DEBUG", default=False)
+# Production unless told otherwise: DEBUG on, the test suite, `make run` (it sets
+# RMS_DEVELOPMENT for itself and the processes it starts) or RMS_DEVELOPMENT=true are
+# development; anything else with DEBUG off is a production start and needs its own SECRET_KEY.
+if "pytest" in sys.modules:
+    # The test suite's own subprocesses (gunicorn, workers) are development too.
+    os.environ.setdefault("RMS_DEVELOPMENT", "true")
+RMS_DEVELOPMENT = DEBUG or _bool("RMS_DEVELOPMENT", default=False)
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"  # noqa: S105
+# Keys that were ever published with the project: never a production key.
+_PUBLISHED_SECRETS = {_DEV_SECRET, "change-me-in-production"}
 SECRET_KEY = env.str("SECRET_KEY", default="")
-if not SECRET_KEY:
-    if not DEBUG and _bool("RMS_REQUIRE_SECRET", default=False):
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off in production")
-    SECRET_KEY = _DEV_SECRET
+if not RMS_DEVELOPMENT or _bool("RMS_REQUIRE_SECRET", default=False):
+    if not SECRET_KEY and not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off this is a production start: set SECRET_KEY to "
+            "a long random value, e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'. For development use `make run`, or set "
+            "RMS_DEVELOPMENT=true to use the built-in development key."
+        )
+    if SECRET_KEY in _PUBLISHED_SECRETS and not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is a published placeholder; set a long random value of your own."
+        )
+SECRET_KEY = SECRET_KEY or _DEV_SECRET
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -53,6 +83,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -66,6 +97,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "rms.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "rms.middleware.RequestTooLargeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -74,6 +106,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "rms.urls"
@@ -152,6 +186,30 @@ STATICFILES_DIRS = (
 )
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# --- login throttling (django-axes): dashboard and admin logins ---------------------------------
+# A username, or an address, with RMS_LOGIN_FAILURE_LIMIT failed logins is refused (429, with the
+# reason) for RMS_LOGIN_COOL_OFF_MINUTES, even with the right password. API tokens never log in
+# this way and are not affected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _positive_int("RMS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_positive_int("RMS_LOGIN_COOL_OFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The lockout lasts its cool-off from the last counted failure; a refused attempt while locked
+# does not extend it (so the owner's own retries do not keep the account locked).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "dashboard.lockout.locked_out"
+# The address is the connection's (REMOTE_ADDR): a forwarded-for header is the client's own word.
+# Behind RMS_TRUSTED_PROXIES reverse proxies, the address those proxies recorded is used instead.
+RMS_TRUSTED_PROXIES = _positive_int("RMS_TRUSTED_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "dashboard.lockout.client_address"
+if RMS_TRUSTED_PROXIES:
+    # TLS ends at the proxy, which says so in X-Forwarded-Proto (it must set, not pass on, it).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -170,14 +228,43 @@ for _name in ("RMS_LONGPOLL_PER_PROCESS", "RMS_LONGPOLL_PER_CLIENT", "RMS_LONGPO
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name} must be 0 or more (0: no long poll waits).")
 
+# --- Content-Security-Policy (django-csp) -------------------------------------------------------
+# Scripts and stylesheets only from our own static files: no inline script and no eval anywhere
+# (chart data travels as JSON data blocks that dashboard.js reads). Inline style *attributes*
+# stay allowed (style-src-attr): the templates and Plotly's drawing set them, and an attribute
+# cannot run script. Plotly injects a <style> element it cannot give a nonce, hence
+# 'unsafe-inline' for style elements (style-src-elem); no 'unsafe-eval': Plotly does not need it.
+# The browser test pins zero violations on every page.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-elem": ["'self'", "'unsafe-inline'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
 if not DEBUG:
-    SESSION_COOKIE_HTTPONLY = True
-    CSRF_COOKIE_HTTPONLY = False
-    SECURE_CONTENT_TYPE_NOSNIFF = True
-    X_FRAME_OPTIONS = "DENY"
     SECURE_SSL_REDIRECT = _bool("SECURE_SSL_REDIRECT", default=False)
     SESSION_COOKIE_SECURE = _bool("SECURE_COOKIES", default=False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    # Strict-Transport-Security, sent on HTTPS responses only; 0 sends none. Start small: a
+    # browser that saw it refuses plain HTTP to the host for this many seconds.
+    SECURE_HSTS_SECONDS = _positive_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+    SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", default=False)
 
 
 # --- telemetry ---------------------------------------------------------------------------------
@@ -223,10 +310,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",
         "SignalTypeEnum": "rms.policy.SIGNAL_TYPES",
-        "DetectedSignalTypeEnum": ["REFERENCED", "UNUSED"],
+        "DetectedSignalTypeEnum": "rms.policy.DETECTED_SIGNAL_TYPES",
         "ActorTypeEnum": "rms.policy.ACTOR_TYPES",
         "EvidenceKindEnum": "rms.evidence.EVIDENCE_KINDS",
-        "TaskKindEnum": "feedback.taskruns.KINDS",
+        "TaskKindEnum": "feedback.taskruns.kinds.KINDS",
         "DependencyStatusEnum": ["ok", "unavailable"],
         "EventTypeEnum": "rms.events.EVENT_TYPES",
         "FeedEventTypeEnum": "rms.events.FEED_TYPES",
@@ -331,6 +418,12 @@ def _seconds(name: str, default: int) -> int:
 
 
 RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
+# Response analysis one request may run, in characters × objects analysed (~170 ns of CPU each):
+# five of the largest single analyses, or a 500-session batch of 3,000-character responses with
+# ten silent injections each, about five seconds. Past it, a batch's items are refused (413).
+RMS_ANALYSIS_BUDGET = env.int("RMS_ANALYSIS_BUDGET", default=32_000_000)
+if RMS_ANALYSIS_BUDGET < 1:
+    raise ImproperlyConfigured(f"RMS_ANALYSIS_BUDGET must be positive, got {RMS_ANALYSIS_BUDGET}")
 RMS_SNAPSHOT_EVERY = _seconds("RMS_SNAPSHOT_EVERY", 3600)
 # --- webhooks (delivery/) ------------------------------------------------------------------------
 # Loopback/private/link-local endpoint URLs are refused (SSRF) unless this allows them (dev, tests).

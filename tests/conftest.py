@@ -12,16 +12,58 @@ from tests.factories import make_client, make_namespace
 
 
 def services_required() -> bool:
-    """In CI (and whenever the URLs are set) PostgreSQL/Redis tests must run, never skip."""
-    return bool(os.environ.get("RMS_REQUIRE_SERVICES") or os.environ.get("DATABASE_URL"))
+    """In CI (``RMS_REQUIRE_SERVICES=1``) tests needing PostgreSQL or Redis must run, never skip."""
+    return bool(os.environ.get("RMS_REQUIRE_SERVICES"))
+
+
+#: marker -> (what it needs, the variable that configures it, whether it is configured)
+SERVICES = {
+    "postgres": ("PostgreSQL", "DATABASE_URL", lambda: settings.DATABASE_IS_POSTGRES),
+    "redis": (
+        "Redis",
+        "REDIS_URL",
+        lambda: bool(settings.REDIS_URL) and settings.CELERY_BROKER_URL.startswith("redis"),
+    ),
+}
+#: fixtures that need a server: a test asking for one is treated as carrying its marker
+SERVICE_FIXTURES = {"require_postgres": "postgres", "require_redis": "redis"}
+
+
+def need(marker: str) -> None:
+    """Skip the running test, naming the missing server, unless CI requires the servers: then
+    fail with the same words. One place, so no test can fail on a missing server with the
+    server's own (or the SQLite's) error instead."""
+    label, variable, configured = SERVICES[marker]
+    if configured():
+        return
+    message = f"needs {label} (set {variable})"
+    if services_required():
+        pytest.fail(f"{message}, and RMS_REQUIRE_SERVICES=1 requires it", pytrace=False)
+    pytest.skip(message)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, marker in SERVICE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker(marker):
+                item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    for marker in SERVICES:
+        if item.get_closest_marker(marker):
+            need(marker)
 
 
 @pytest.fixture
 def require_postgres():
-    if not settings.DATABASE_IS_POSTGRES:
-        if services_required():
-            pytest.fail("PostgreSQL is required here (DATABASE_URL is set) but not in use")
-        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    need("postgres")
+
+
+@pytest.fixture
+def require_redis():
+    need("redis")
 
 
 @pytest.fixture

@@ -7,10 +7,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import factory
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from feedback import aggregates
-from feedback.models import FeedbackAggregate
+from feedback.models import FeedbackAggregate, TaskRun
+from feedback.taskruns import runs
 from rms import services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
@@ -215,6 +218,46 @@ def run_without_django(code: str) -> None:
         [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- task runs (the worker tests and the fan-out tests) ------------------------------------
+
+HUMAN = {"actor_type": "HUMAN_USER", "actor_id": "user-1"}
+
+
+def start(api, kind, params=None):
+    body = {"kind": kind} if params is None else {"kind": kind, "params": params}
+    return api.post("/api/v1/tasks", body, format="json")
+
+
+def build_log(client_api, objects=3, sessions=3):
+    """Objects with a few feedback sessions each: every op type a verify has to fold."""
+    ids = make_objects(client_api, objects)
+    for k in range(sessions):
+        body = session(
+            f"log-{k}",
+            [(oid, 10 + i) for i, oid in enumerate(ids)],
+            [(ids[0], "CONFIRMED", HUMAN), (ids[1 % len(ids)], "CORRECTED", HUMAN)],
+            outcome="SUCCESS",
+            hours=k + 1,
+        )
+        assert post(client_api, body).status_code == 201
+    return ids
+
+
+def same_aggregates(a: dict, b: dict) -> bool:
+    fields = [*aggregates.FIELDS, "usage_ratio"]
+    return set(a) == set(b) and all(getattr(a[k], f) == getattr(b[k], f) for k in a for f in fields)
+
+
+def queued(client, kind, params=None) -> TaskRun:
+    return runs.task_start(client=client, kind=kind, params=params or {})
+
+
+def go_stale(row) -> None:
+    """What time does to the run or chunk of a dead worker: its last heartbeat grows old."""
+    old = timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT + 1)
+    type(row).objects.filter(pk=row.pk).update(heartbeat_at=old)
 
 
 # --- objects and signals through the HTTP API ---------------------------------------------------

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from feedback import metrics, taskruns, utility
+from feedback import metrics, utility
 from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
 from feedback.models import TaskRun
+from feedback.taskruns import kinds
 from rms import policy
 from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
 
@@ -147,7 +148,7 @@ class RankOut(serializers.Serializer):
 
 class DetectResult(serializers.Serializer):
     object_id = serializers.UUIDField()
-    signal_type = _choice(("REFERENCED", "UNUSED"))
+    signal_type = _choice(policy.DETECTED_SIGNAL_TYPES)
     score = serializers.FloatField()
     reason = serializers.CharField()
 
@@ -157,13 +158,13 @@ class DetectOut(serializers.Serializer):
 
 
 def task_kind(**kw) -> serializers.ChoiceField:
-    """The task kinds of API.md, read from ``feedback.taskruns.KINDS`` (a new kind is listed)."""
-    return _choice(taskruns.KINDS, **kw)
+    """The task kinds of API.md, read from ``feedback.taskruns.kinds`` (a new kind is listed)."""
+    return _choice(kinds.KINDS, **kw)
 
 
 def _params_help() -> str:
     lines = []
-    for name, kind in taskruns.KINDS.items():
+    for name, kind in kinds.KINDS.items():
         params = ", ".join(kind.params) or "none"
         lines.append(f"`{name}`: {params}")
     return "Parameters by kind (defaults filled in): " + "; ".join(lines) + "."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
-from feedback import detection
+from analysis import api as detection
 from feedback.utility import OUTCOMES
 from rms import policy
 from rms.api.serializers import (
@@ -66,7 +66,7 @@ SESSION_EXAMPLE = {
     "signals": [
         {
             "object_id": "3f1c2a9e-8d4b-4c7a-9e21-5b6d7c8e9f01",
-            "signal_type": "REFERENCED",
+            "signal_type": policy.REFERENCED,
             "detection_method": "response_analysis",
             "actor_id": "analyser",
             "actor_type": "SYSTEM_PROCESS",

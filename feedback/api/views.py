@@ -13,17 +13,18 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from analysis import api as detection
 from feedback import (
     alerts,
-    detection,
-    embedding,
+    csvsafe,
     ingest,
+    metrics,
     selectors,
     services,
-    taskruns,
 )
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
+from feedback.taskruns import kinds, runs
 from rms import services as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
@@ -36,6 +37,7 @@ from rms.api.serializers import SignalIn, objects_out
 from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
+from rms.policy import TOTAL_FIELDS
 from rms.replay import iso
 
 JSON = "application/json"
@@ -43,10 +45,14 @@ ANALYSIS_BOUNDS = (
     "Response analysis reads at most "
     f"{detection.MAX_RESPONSE_CHARS} characters of `response_text` (longer: 413 "
     f"`response_text_too_large`) against at most {detection.MAX_OBJECTS} objects (more: 400); "
-    "in a session the objects analysed are the injected ones without an explicit signal."
+    "in a session the objects analysed are the injected ones without an explicit signal. "
+    "One request analyses at most `RMS_ANALYSIS_BUDGET` characters × objects in all (a "
+    "setting; past it: 413 `analysis_budget_exceeded`, in a batch for that item and every "
+    "later one that needs analysis); a retry of a stored session is not analysed again."
 )
 ANALYSIS_TOO_LARGE = core_openapi.error(
-    "The body is too large, or `response_text` is longer than response analysis reads."
+    "The body is too large, `response_text` is longer than response analysis reads, or the "
+    "request's analysis budget is spent."
 )
 
 
@@ -202,7 +208,9 @@ class MetricsView(APIView):
         operation_id="metrics",
         parameters=[
             core_openapi.NAMESPACE,
-            core_openapi.time_param("since", "Sessions at or after this time."),
+            core_openapi.time_param(
+                "since", "Sessions at or after this time (with neither bound: the last 24 h)."
+            ),
             core_openapi.time_param("until", "Sessions at or before this time."),
         ],
         responses={200: openapi.MetricsOut},
@@ -213,6 +221,7 @@ class MetricsView(APIView):
         until = parse_time_param(request, "until")
         if since and until and since > until:
             raise ValidationError({"since": ["Must not be after until."]})
+        since, until = metrics.window_or_default(since, until, timezone.now())
         return Response(selectors.namespace_metrics(ns, since, until))
 
 
@@ -270,11 +279,12 @@ class DetectView(APIView):
             raise ValidationError({"response_text": ["This field may not be blank."]})
         ids = list(dict.fromkeys(data["object_ids"]))
         services.check_analysis(data["response_text"], len(ids), "object_ids")
+        services.AnalysisBudget().spend(data["response_text"], len(ids))
         objs = core.visible_objects(request.auth, ids, "object_ids")
         found = detection.analyse(
             data["response_text"],
             [detection.DetectionInput(str(i), objs[i].content) for i in ids],
-            embedding.service_scorer(),
+            detection.service_scorer(),
         )
         return Response(
             {
@@ -316,11 +326,7 @@ AGGREGATE_COLUMNS = [
     "confidence",
     "pinned",
     "total_injections",
-    "total_referenced",
-    "total_confirmed",
-    "total_task_completed",
-    "total_corrected",
-    "total_unused",
+    *TOTAL_FIELDS.values(),
     "usage_ratio",
     "last_positive_signal",
     "last_negative_signal",
@@ -359,7 +365,7 @@ def _session_rows(ns, client):
             len(s["injected_object_ids"]),
             len(s["signals"]),
             len(s["unused_ids"]),
-            "" if s["session_str_mean"] is None else repr(s["session_str_mean"]),
+            "" if s["session_str_mean"] is None else s["session_str_mean"],
         ]
 
 
@@ -374,21 +380,17 @@ def _aggregate_rows(ns, client):
         yield [
             o.pk,
             o.epistemic_type,
-            repr(o.confidence),
+            o.confidence,
             o.pinned,
             a.total_injections,
-            a.total_referenced,
-            a.total_confirmed,
-            a.total_task_completed,
-            a.total_corrected,
-            a.total_unused,
-            "" if a.usage_ratio is None else repr(a.usage_ratio),
+            *(getattr(a, f) for f in TOTAL_FIELDS.values()),
+            "" if a.usage_ratio is None else a.usage_ratio,
             iso(a.last_positive_signal) or "",
             iso(a.last_negative_signal) or "",
-            repr(a.lifetime_gamma_applied),
-            repr(a.lifetime_delta_applied),
+            a.lifetime_gamma_applied,
+            a.lifetime_delta_applied,
             a.unused_streak,
-            repr(a.utility),
+            a.utility,
             a.uses,
             o.content,
         ]
@@ -423,7 +425,7 @@ class ExportView(APIView):
         def stream():
             yield writer.writerow(columns)
             for row in rows(ns, request.auth):
-                yield writer.writerow(row)
+                yield writer.writerow(csvsafe.row(row))
 
         response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{ns.name}-{kind}.csv"'
@@ -444,13 +446,13 @@ class TaskListView(APIView):
     )
     def post(self, request):
         data = validated(serializers.TaskIn, request.data)
-        run = taskruns.task_start(client=request.auth, kind=data["kind"], params=data["params"])
-        return Response(taskruns.task_out(run), status=202)
+        run = runs.task_start(client=request.auth, kind=data["kind"], params=data["params"])
+        return Response(runs.task_out(run), status=202)
 
     @extend_schema(
         operation_id="tasks_list",
         parameters=[
-            core_openapi.query("kind", enum=list(taskruns.KINDS)),
+            core_openapi.query("kind", enum=list(kinds.KINDS)),
             core_openapi.query("state", enum=list(TaskRun.STATES)),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
@@ -462,7 +464,7 @@ class TaskListView(APIView):
         qs = TaskRun.objects.all()
         kind = request.query_params.get("kind")
         if kind:
-            if kind not in taskruns.KINDS:
+            if kind not in kinds.KINDS:
                 raise ValidationError({"kind": ["Unknown task kind."]})
             qs = qs.filter(kind=kind)
         state = request.query_params.get("state")
@@ -473,7 +475,7 @@ class TaskListView(APIView):
         rows, next_page = pagination.created_at_page(request, qs, newest_first=True)
         return Response(
             {
-                "results": [taskruns.task_out(run) for run in rows],
+                "results": [runs.task_out(run) for run in rows],
                 "next": next_page,
             }
         )
@@ -487,7 +489,7 @@ class TaskDetailView(APIView):
         run = TaskRun.objects.filter(pk=parse_uuid(task_id)).first()
         if run is None:
             raise NotFound("No such task.")
-        return Response(taskruns.task_out(run))
+        return Response(runs.task_out(run))
 
 
 class AlertListView(APIView):

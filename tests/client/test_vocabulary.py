@@ -61,3 +61,8 @@ def test_the_recorder_refuses_what_the_vocabulary_does_not_hold():
     assert recorder.DETECTION_METHODS is vocabulary.DETECTION_METHODS
     assert recorder.ACTOR_TYPES is vocabulary.ACTOR_TYPES
     assert recorder.OUTCOMES is vocabulary.OUTCOMES
+
+
+def test_the_clients_neutral_signal_is_the_policys():
+    """The recorder allows one UNUSED per object; its name is the policy's neutral type."""
+    assert policy.signals_of_kind(policy.NEUTRAL) == {vocabulary.UNUSED}

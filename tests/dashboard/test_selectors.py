@@ -254,6 +254,8 @@ def test_a_first_render_computes_object_statistics_on_a_second_connection(
 
     from django.core.cache import cache
 
+    from dashboard.selectors import overview as selectors
+
     writer = make_client("w", "client", ["support", "billing"])[0]
     build_history(writer, objects=4, sessions=3)
     nss = list(Namespace.objects.order_by("name"))
@@ -280,6 +282,8 @@ def test_a_first_render_computes_object_statistics_on_a_second_connection(
 @pytest.mark.django_db
 def test_inside_a_transaction_the_overview_stays_on_one_connection(namespaces):
     from django.db import transaction
+
+    from dashboard.selectors import overview as selectors
 
     with transaction.atomic():
         assert not selectors._overlap_possible()

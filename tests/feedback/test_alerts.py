@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from feedback import metrics, tasks
+from feedback import metrics, snapshots
 from feedback.models import Alert, MetricSnapshot
+from feedback.taskruns import kinds, tasks
 from rms import verification
 from rms.models import Namespace, Operation
 
@@ -58,19 +59,31 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
         _session(client_api, 0, oid, "CORRECTED")
     with time_machine.travel(T0, tick=False):
         # One session, corrected: corrections 1/1 > 0.10, usage 0/1 < 0.20 (SPEC §10).
-        assert tasks.take_snapshots() == {"snapshots": 1, "alerts_raised": 2, "alerts_resolved": 0}
+        assert snapshots.take_snapshots() == {
+            "snapshots": 1,
+            "alerts_raised": 2,
+            "alerts_resolved": 0,
+        }
         # The same minute again: the snapshot exists, nothing is evaluated twice.
-        assert tasks.take_snapshots() == {"snapshots": 0, "alerts_raised": 0, "alerts_resolved": 0}
+        assert snapshots.take_snapshots() == {
+            "snapshots": 0,
+            "alerts_raised": 0,
+            "alerts_resolved": 0,
+        }
     with time_machine.travel(T0 + timedelta(minutes=1), tick=False):
         # Still in alert at the next snapshot: no second alert.
-        assert tasks.take_snapshots()["alerts_raised"] == 0
+        assert snapshots.take_snapshots()["alerts_raised"] == 0
         for n in range(1, 10):
             _session(client_api, n, oid, "CONFIRMED")
     with time_machine.travel(T0 + timedelta(minutes=2), tick=False):
         # 1 correction in 10 sessions is not > 0.10; usage 9/10: both resolve.
-        assert tasks.take_snapshots() == {"snapshots": 1, "alerts_raised": 0, "alerts_resolved": 2}
+        assert snapshots.take_snapshots() == {
+            "snapshots": 1,
+            "alerts_raised": 0,
+            "alerts_resolved": 2,
+        }
     with time_machine.travel(T0 + timedelta(minutes=3), tick=False):
-        assert tasks.take_snapshots()["alerts_resolved"] == 0
+        assert snapshots.take_snapshots()["alerts_resolved"] == 0
 
     ns = Namespace.objects.get(name="support")
     alerts = {a.metric: a for a in Alert.objects.all()}
@@ -117,7 +130,7 @@ def test_a_tampered_alert_operation_breaks_the_namespace_chain(client_api):
         ).json()["id"]
         _session(client_api, 0, oid, "CORRECTED")
     with time_machine.travel(T0, tick=False):
-        tasks.take_snapshots()
+        snapshots.take_snapshots()
     op = Operation.objects.filter(op_type="ALERT_RAISED").first()
     Operation.objects.filter(seq=op.seq).update(payload={**op.payload, "value": 0.5})
     result = verification.verify_chain_all()
@@ -128,7 +141,11 @@ def test_a_tampered_alert_operation_breaks_the_namespace_chain(client_api):
 @pytest.mark.django_db
 def test_no_data_opens_nothing(namespace):
     with time_machine.travel(T0, tick=False):
-        assert tasks.take_snapshots() == {"snapshots": 1, "alerts_raised": 0, "alerts_resolved": 0}
+        assert snapshots.take_snapshots() == {
+            "snapshots": 1,
+            "alerts_raised": 0,
+            "alerts_resolved": 0,
+        }
     assert MetricSnapshot.objects.count() == 1
     assert not Alert.objects.exists()
     assert not Operation.objects.filter(target_type="namespace").exists()
@@ -163,8 +180,49 @@ def test_metric_snapshot_task_kind_is_for_operators(operator_api, client_api, na
 @pytest.mark.django_db
 def test_metric_snapshot_runner_returns_counts(namespace):
     with time_machine.travel(T0, tick=False):
-        assert tasks.RUNNERS["metric_snapshot"]({"namespace": "support"}, lambda f: None) == {
+        assert kinds.KINDS["metric_snapshot"].run({"namespace": "support"}, lambda f: None) == {
             "snapshots": 1,
             "alerts_raised": 0,
             "alerts_resolved": 0,
         }
+
+
+@pytest.mark.django_db
+def test_a_snapshot_counts_the_sessions_posted_in_its_own_minute(client_api, operator_api):
+    """Three sessions each injecting one object that goes unused, then the operator's
+    metric_snapshot task a few seconds later, in the same minute: unused injections 3/3 > 0.60
+    and usage 0/1 < 0.20 both open an alert (SPEC §10; API.md "Alerts": the snapshot evaluates
+    the metrics as ``/metrics?since=<now − 24 h>`` does, and that window ends now)."""
+    with time_machine.travel(T0 + timedelta(seconds=10), tick=False):
+        oid = client_api.post(
+            "/api/v1/objects",
+            {"namespace": "support", "content": "Bob is on call", "epistemic_type": "ASSERTED"},
+            format="json",
+        ).json()["id"]
+        for n in range(3):
+            body = {
+                "session_id": f"u-{n}", "request_id": f"u-{n}", "namespace_scope": ["support"],
+                "context_budget": 1000, "tokens_used": 10,
+                "injections": [{"object_id": oid, "token_cost": 10, "rank_position": 1}],
+            }  # fmt: skip
+            r = client_api.post("/api/v1/feedback-sessions", body, format="json")
+            assert r.status_code == 201, r.content
+            assert r.json()["unused_ids"] == [oid]
+    with time_machine.travel(T0 + timedelta(seconds=40), tick=False):
+        r = operator_api.post(
+            "/api/v1/tasks", {"kind": "metric_snapshot", "params": {"namespace": "support"}},
+            format="json",
+        )  # fmt: skip
+        assert r.status_code == 202, r.content
+        assert tasks.run_task.run(r.json()["id"]) == "succeeded"
+        assert operator_api.get("/api/v1/tasks/" + r.json()["id"]).json()["result"] == {
+            "snapshots": 1, "alerts_raised": 2, "alerts_resolved": 0,
+        }  # fmt: skip
+        live = operator_api.get("/api/v1/metrics", {"namespace": "support"}).json()["metrics"]
+    body = operator_api.get("/api/v1/alerts", {"namespace": "support", "state": "open"}).json()
+    opened = {a["metric"]: a for a in body["results"]}
+    assert set(opened) == {metrics.UNUSED_INJECTION_RATE, metrics.MEAN_USAGE_RATIO}
+    assert opened[metrics.UNUSED_INJECTION_RATE]["value"] == 1.0
+    assert opened[metrics.MEAN_USAGE_RATIO]["value"] == 0.0
+    # what the snapshot saw is what /metrics shows for the same sessions
+    assert live[metrics.UNUSED_INJECTION_RATE]["value"] == 1.0

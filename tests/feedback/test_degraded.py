@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -14,8 +15,9 @@ from django.db import OperationalError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from feedback import heartbeat, selectors, taskruns, tasks
+from feedback import selectors
 from feedback.models import FeedbackSession, TaskRun, WorkerHeartbeat
+from feedback.taskruns import heartbeat, kinds, runs, tasks
 from rms import health, telemetry
 from tests.factories import make_namespace, make_objects, post, session
 from tests.feedback.conftest import ROOT
@@ -274,7 +276,7 @@ def test_the_reconciler_requeues_dead_runs_and_leaves_live_ones(operator_api, mo
     timeout = timedelta(seconds=tasks.settings.RMS_TASK_HEARTBEAT_TIMEOUT)
 
     def run(state, **fields):
-        r = taskruns.task_start(client=client, kind="benchmark_suite", params={})
+        r = runs.task_start(client=client, kind="benchmark_suite", params={})
         TaskRun.objects.filter(pk=r.pk).update(state=state, created_at=long_ago, **fields)
         return r.pk
 
@@ -282,7 +284,7 @@ def test_the_reconciler_requeues_dead_runs_and_leaves_live_ones(operator_api, mo
     alive = run("running", heartbeat_at=now - timeout / 2, sent_at=long_ago)
     waiting = run("queued", sent_at=now - timedelta(seconds=30))
     lost = run("queued", sent_at=now - timedelta(seconds=tasks.settings.RMS_TASK_RESEND_AFTER + 1))
-    young = taskruns.task_start(client=client, kind="benchmark_suite", params={}).pk
+    young = runs.task_start(client=client, kind="benchmark_suite", params={}).pk
     done = run("succeeded", sent_at=long_ago)
 
     assert tasks.reconcile_task_runs.run() == {
@@ -316,8 +318,10 @@ def test_a_retry_puts_the_run_back_to_queued_so_its_message_claims_it(operator_a
             raise OperationalError("server closed the connection unexpectedly")
         return {"ok": True}
 
-    monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", flaky)
-    run = taskruns.task_start(client=operator_api.row, kind="benchmark_suite", params={})
+    monkeypatch.setitem(
+        kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=flaky)
+    )
+    run = runs.task_start(client=operator_api.row, kind="benchmark_suite", params={})
     tasks.run_task.apply(args=[str(run.pk)])
     done = TaskRun.objects.get(pk=run.pk)
     assert (done.state, done.attempts, calls) == ("succeeded", 2, ["running", "running"])
@@ -329,6 +333,7 @@ def test_heartbeat_settings_are_checked():
         [sys.executable, "-c", code],
         env={
             "DJANGO_SETTINGS_MODULE": "rms.settings",
+            "RMS_DEVELOPMENT": "true",
             "RMS_TASK_HEARTBEAT_EVERY": "10",
             "RMS_TASK_HEARTBEAT_TIMEOUT": "15",
             "PATH": "/usr/bin:/bin",

@@ -9,7 +9,8 @@ import uuid
 import pytest
 from django.db import connection
 
-from feedback import aggregates, detection, rebuild
+from analysis import api as detection
+from feedback import aggregates, rebuild
 from feedback.models import FeedbackAggregate
 from rms.models import Operation, SessionTally
 from tests.factories import post, session

@@ -1,4 +1,4 @@
-"""Fan-out of the long passes (issue 17, ``feedback.fanout``), in this process: planning, the
+"""Fan-out of the long passes (``feedback.taskruns.chunks``), in this process: planning, the
 chunk_size parameter, progress summed over chunks, merged results equal to one whole pass,
 failures, retries and the reconciler. Real workers: test_fanout_workers.py."""
 
@@ -10,14 +10,26 @@ from datetime import datetime
 import pytest
 from django.db import OperationalError
 
-from feedback import enqueue, fanout, heartbeat, rebuild, sweep, taskruns, tasks
+from feedback import rebuild, sweep
 from feedback.aggregates import FIELDS
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskRun
+from feedback.taskruns import chunks as fanout
+from feedback.taskruns import claims, enqueue, heartbeat, kinds, tasks
 from rms import store, verification
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
-from tests.factories import build_sweep_twin, make_namespace, new_object, streak, sweep_state
-from tests.feedback.test_tasks import build_log, go_stale, queued, same_aggregates, start
+from tests.factories import (
+    build_log,
+    build_sweep_twin,
+    go_stale,
+    make_namespace,
+    new_object,
+    queued,
+    same_aggregates,
+    start,
+    streak,
+    sweep_state,
+)
 
 pytestmark = pytest.mark.django_db
 FANNED = ["ignored_sweep", "rebuild_aggregates", "verify_replay", "verify_chain"]
@@ -203,7 +215,7 @@ def test_a_chunked_sweep_ends_as_one_whole_sweep(admin_api):
     assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
     run.refresh_from_db()
     assert run.result["chunks"] == len(a)  # every object of the twin is a candidate
-    assert run.result["workers"] == [fanout.LOCAL_HOSTNAME]
+    assert run.result["workers"] == [claims.LOCAL_HOSTNAME]
     counts = {k: v for k, v in run.result.items() if k not in ("chunks", "workers")}
     assert counts == {**whole, "namespaces": ["twin-a"]}
     assert without_times(sweep_state(a)) == without_times(sweep_state(b))
@@ -226,9 +238,9 @@ def test_the_chunks_of_one_sweep_run_read_each_streak_session_once(admin_api, mo
     assert tasks.run_task.run(str(run.pk)) == TaskRun.SUCCEEDED
     assert TaskRun.objects.get(pk=run.pk).result["chunks"] == len(a) > 1
     assert read and len(read) == len(set(read))  # streak sessions shared by objects: read once
-    mine = fanout._run_contexts.of(run.pk)
+    mine = kinds._run_contexts.of(run.pk)
     assert set(mine._sessions) == set(read)
-    other = fanout._run_contexts.of(uuid.uuid4())
+    other = kinds._run_contexts.of(uuid.uuid4())
     assert other is not mine and other._sessions == {}  # another run starts afresh
 
 
@@ -316,7 +328,7 @@ def test_a_chunk_of_a_deleted_namespace_fails_with_its_message(admin_api):
     assert tasks.run_chunk.run(chunk_id) == TaskRun.FAILED
     assert TaskRun.objects.get(pk=run.pk).error.endswith(": Namespace 'gone' no longer exists.")
     with pytest.raises(DomainError):
-        fanout.namespace_of({"namespace": "gone"})
+        kinds.namespace_of({"namespace": "gone"})
 
 
 def test_a_transient_error_retries_the_chunk_alone(admin_api, client_api, monkeypatch):
@@ -376,7 +388,7 @@ def test_a_chunk_claimed_again_meanwhile_rolls_its_work_back(admin_api, client_a
     run = queued(admin_api.row, "ignored_sweep")
     TaskRun.objects.filter(pk=run.pk).update(state=TaskRun.RUNNING)
     (chunk_id,) = fanout.plan(TaskRun.objects.get(pk=run.pk), send=False)
-    chunk = fanout.claim(chunk_id)
+    chunk = claims.chunk_claim(chunk_id)
     # another worker takes it over (its heartbeat looked stale) while this one runs it
     TaskChunk.objects.filter(pk=chunk_id).update(attempts=chunk.attempts + 1)
     assert fanout.execute(chunk, "old@host", lambda f: None) == "superseded"
@@ -427,12 +439,13 @@ def test_a_broker_error_on_send_leaves_the_chunks_unsent(admin_api, client_api, 
     assert TaskChunk.objects.get(pk=ids[0]).sent_at is None
 
 
-def test_taskruns_kinds_and_fanout_kinds_agree():
-    assert set(fanout.KINDS) == {
-        taskruns.IGNORED_SWEEP, taskruns.REBUILD_AGGREGATES, taskruns.VERIFY_REPLAY,
-        taskruns.VERIFY_CHAIN,
+def test_the_long_passes_fan_out_and_every_kind_runs_one_way():
+    fanned = {name for name, kind in kinds.KINDS.items() if kind.fanned_out}
+    assert fanned == {
+        kinds.IGNORED_SWEEP, kinds.REBUILD_AGGREGATES, kinds.VERIFY_REPLAY,
+        kinds.VERIFY_CHAIN,
     }  # fmt: skip
-    assert not set(fanout.KINDS) & set(tasks.RUNNERS)
+    assert all((kind.run is None) == kind.fanned_out for kind in kinds.KINDS.values())
 
 
 def test_beat_s_sweep_is_sent_to_fan_out_like_an_api_start(monkeypatch):

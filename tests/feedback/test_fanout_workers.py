@@ -19,8 +19,9 @@ from datetime import datetime
 import pytest
 from django.db import connection, transaction
 
-from feedback import aggregates, enqueue, rebuild, sweep, tasks
+from feedback import aggregates, rebuild, sweep
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskRun
+from feedback.taskruns import enqueue, tasks
 from rms import verification
 from rms.models import MemoryObject, Operation
 from tests.factories import CRASH_CASES, build_sweep_twin, make_namespace, new_object, streak
@@ -33,12 +34,6 @@ pytestmark = [
 ]
 #: Candidates per namespace beside the twin's seven.
 EXTRA = 21
-
-
-@pytest.fixture(autouse=True)
-def _services(require_postgres, settings):
-    if not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.skip("needs Redis (set REDIS_URL)")
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from feedback import taskruns, tasks
 from feedback.models import FeedbackSession, TaskRun
+from feedback.taskruns import runs, tasks
 from tests.factories import make_client, make_namespace, make_object
 from tests.feedback.conftest import ROOT, start_worker, stop_worker, tasks_sent_to
 from tests.servers import RedisServer, free_port, gunicorn, stop, subprocess_database_url
@@ -219,7 +219,7 @@ def test_a_worker_killed_with_sigkill_mid_task_its_run_succeeds_on_a_new_worker(
     second = None
     try:
         with tasks_sent_to(queue):
-            run = taskruns.task_start(
+            run = runs.task_start(
                 client=operator,
                 kind="stability_simulation",
                 params={"sessions": 1000, "corpus_size": 1000, "injected_per_session": 100},

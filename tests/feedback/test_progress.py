@@ -9,14 +9,15 @@ import time
 
 import pytest
 
-from feedback import rebuild, tasks
+from feedback import rebuild
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
+from feedback.taskruns import heartbeat, kinds, runs
 from rms import verification
 from rms.models import Operation
 from tests.factories import make_objects, post, session
 
 pytestmark = pytest.mark.django_db
-STEP = tasks.PROGRESS_STEP + 1e-9
+STEP = heartbeat.PROGRESS_STEP + 1e-9
 
 
 class Recorder:
@@ -117,13 +118,13 @@ def test_rebuild_aggregates_reports_after_each_transaction(client_api, monkeypat
 )  # fmt: skip
 def test_simulations_report_every_session(kind, params):
     rec = Recorder()
-    tasks.RUNNERS[kind](params, rec)
+    kinds.KINDS[kind].run(params, rec)
     rec.assert_fine(strict=True)
 
 
 def test_benchmark_suite_reports_within_its_replay_check():
     rec = Recorder()
-    result = tasks.RUNNERS["benchmark_suite"]({"seed": 7}, rec)
+    result = kinds.KINDS["benchmark_suite"].run({"seed": 7}, rec)
     assert result["passed"]
     rec.assert_fine(strict=False)
     assert len(rec.reports) > 100
@@ -132,12 +133,10 @@ def test_benchmark_suite_reports_within_its_replay_check():
 
 
 def test_the_writer_stores_every_two_percent_or_half_second(operator_api):
-    from feedback import taskruns
-
-    run = taskruns.task_start(client=operator_api.row, kind="benchmark_suite", params={})
+    run = runs.task_start(client=operator_api.row, kind="benchmark_suite", params={})
     TaskRun.objects.filter(pk=run.pk).update(state=TaskRun.RUNNING)
     clock = [0.0]
-    writer = tasks.ProgressWriter(run.pk, clock=lambda: clock[0])
+    writer = heartbeat.ProgressWriter(run.pk, clock=lambda: clock[0])
     stored = []
     for k in range(1, 1001):  # 0.1 % a call, 10 ms apart: 10 s of work
         clock[0] += 0.01

@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import time_machine
 
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
 from rms.models import MemoryObject, Operation
@@ -93,9 +94,15 @@ def test_object_c_never_used(scenario):
     assert g.uses == 0 and g.last_use_at is None
 
 
-def test_metrics_lifetime(scenario, client_api):
-    m = client_api.get("/api/v1/metrics?namespace=support").json()
-    assert m["window"] == {"since": None, "until": None}
+def test_metrics_default_to_the_last_24_hours(scenario, client_api):
+    """With neither ``since`` nor ``until`` the window is the trailing 24 h (as the alerts and
+    the overview read it), and the answer says which."""
+    with time_machine.travel(T0 + timedelta(hours=5), tick=False):
+        m = client_api.get("/api/v1/metrics?namespace=support").json()
+    assert m["window"] == {
+        "since": "2026-05-31T05:00:00.000000+00:00",
+        "until": "2026-06-01T05:00:00.000000+00:00",
+    }
     v = {k: x["value"] for k, x in m["metrics"].items()}
     assert v["mean_usage_ratio"] == pytest.approx(1 / 3, abs=1e-15)
     assert v["high_correction_rate"] == pytest.approx(1 / 3, abs=1e-15)
@@ -110,6 +117,21 @@ def test_metrics_lifetime(scenario, client_api):
     }
     assert m["metrics"]["high_correction_rate"]["threshold"] == 0.1
     assert {w["code"] for w in m["warnings"]} == {"systematic_extraction_errors"}
+    # A day later the sessions have left the window; usage ratios are lifetime values.
+    with time_machine.travel(T0 + timedelta(hours=28), tick=False):
+        m = client_api.get("/api/v1/metrics?namespace=support").json()["metrics"]
+    assert {k: x["state"] for k, x in m.items()} == {
+        "mean_usage_ratio": "ok",
+        "high_correction_rate": "no_data",
+        "budget_waste_ratio": "no_data",
+        "unused_injection_rate": "no_data",
+    }
+    # All time: a ``since`` before the first session.
+    m = client_api.get(
+        "/api/v1/metrics", {"namespace": "support", "since": "1970-01-01T00:00:00Z"}
+    ).json()
+    assert m["window"]["until"] is None
+    assert m["metrics"]["unused_injection_rate"]["value"] == 0.5
 
 
 def test_metrics_window(scenario, client_api):
@@ -125,7 +147,8 @@ def test_metrics_window(scenario, client_api):
 def test_metrics_thresholds_per_namespace(scenario, client_api, namespace):
     namespace.alert_thresholds = {"unused_injection_rate": 0.4}
     namespace.save()
-    m = client_api.get("/api/v1/metrics?namespace=support").json()["metrics"]
+    with time_machine.travel(T0 + timedelta(hours=5), tick=False):
+        m = client_api.get("/api/v1/metrics?namespace=support").json()["metrics"]
     assert m["unused_injection_rate"]["threshold"] == 0.4
     assert m["unused_injection_rate"]["state"] == "alert"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import feedback.simulations as simulations
+import feedback.simulations.stability as simulations
 from feedback.simulations import (
     DEFAULT_SEED,
     confidence_distribution,

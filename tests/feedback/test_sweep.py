@@ -16,10 +16,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from feedback import aggregates, enqueue, rebuild, relevance
+from feedback import aggregates, rebuild, relevance
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
+from feedback.taskruns import enqueue
 from rms import services
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation

@@ -12,16 +12,15 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 from django.db import OperationalError, transaction
-from django.utils import timezone
 
-from feedback import enqueue, fanout, rebuild, simulations, taskruns, tasks
+from feedback import rebuild, simulations
 from feedback import sweep as sweep_mod
 from feedback.models import (
     FeedbackAggregate,
@@ -30,10 +29,21 @@ from feedback.models import (
     TaskChunk,
     TaskRun,
 )
+from feedback.taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
-from tests.factories import make_namespace, make_objects, post, session
+from tests.factories import (
+    build_log,
+    go_stale,
+    make_namespace,
+    make_objects,
+    post,
+    queued,
+    same_aggregates,
+    session,
+    start,
+)
 from tests.feedback.conftest import ROOT, wait_for_task
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
@@ -45,27 +55,6 @@ OPERATOR_KINDS = [
     "benchmark_suite",
 ]
 ADMIN_KINDS = ["ignored_sweep", "rebuild_aggregates"]
-HUMAN = {"actor_type": "HUMAN_USER", "actor_id": "user-1"}
-
-
-def start(api, kind, params=None):
-    body = {"kind": kind} if params is None else {"kind": kind, "params": params}
-    return api.post("/api/v1/tasks", body, format="json")
-
-
-def build_log(client_api, objects=3, sessions=3):
-    """Objects with a few feedback sessions each: every op type a verify has to fold."""
-    ids = make_objects(client_api, objects)
-    for k in range(sessions):
-        body = session(
-            f"log-{k}",
-            [(oid, 10 + i) for i, oid in enumerate(ids)],
-            [(ids[0], "CONFIRMED", HUMAN), (ids[1 % len(ids)], "CORRECTED", HUMAN)],
-            outcome="SUCCESS",
-            hours=k + 1,
-        )
-        assert post(client_api, body).status_code == 201
-    return ids
 
 
 def tamper_payload(op: Operation) -> None:
@@ -77,13 +66,6 @@ def aggregate_values(object_ids=None) -> dict:
     if object_ids is not None:
         qs = qs.filter(object_id__in=object_ids)
     return {row.object_id: row for row in qs}
-
-
-def same_aggregates(a: dict, b: dict) -> bool:
-    from feedback import aggregates
-
-    fields = [*aggregates.FIELDS, "usage_ratio"]
-    return set(a) == set(b) and all(getattr(a[k], f) == getattr(b[k], f) for k in a for f in fields)
 
 
 # --- (a) every kind end to end, through the API and a real worker -------------------------------
@@ -216,7 +198,7 @@ class TestThroughARealWorker:
     def test_a_namespace_deleted_after_start_fails_the_run(self, celery_worker, admin_api):
         make_namespace("short-lived")
         with transaction.atomic():  # the message goes out when this commits
-            run = taskruns.task_start(
+            run = runs.task_start(
                 client=admin_api.row, kind="rebuild_aggregates", params={"namespace": "short-lived"}
             )
             Namespace.objects.filter(name="short-lived").delete()
@@ -268,13 +250,13 @@ class TestStartingTasks:
         assert resp.status_code == 403
         assert resp.json()["error"]["code"] == "forbidden"
         with pytest.raises(Forbidden):
-            taskruns.task_start(client=operator_api.row, kind=kind, params={})
+            runs.task_start(client=operator_api.row, kind=kind, params={})
         assert not TaskRun.objects.exists()
 
     def test_clients_may_not_start_or_read_tasks(self, client_api, operator_api):
         assert start(client_api, "verify_chain").status_code == 403
         with pytest.raises(Forbidden):
-            taskruns.task_start(client=client_api.row, kind="verify_chain", params={})
+            runs.task_start(client=client_api.row, kind="verify_chain", params={})
         run_id = start(operator_api, "verify_chain").json()["id"]
         assert client_api.get(f"/api/v1/tasks/{run_id}").status_code == 403
         assert client_api.get("/api/v1/tasks").status_code == 403
@@ -405,10 +387,6 @@ class TestReadingTasks:
         assert operator_api.get(f"/api/v1/tasks?{query}").status_code == 400
 
 
-def queued(client, kind, params=None) -> TaskRun:
-    return taskruns.task_start(client=client, kind=kind, params=params or {})
-
-
 @pytest.mark.django_db
 class TestRunTask:
     def test_a_run_is_claimed_once_then_left_alone(self, operator_api):
@@ -457,7 +435,9 @@ class TestRunTask:
         def slow(params, progress):
             raise SoftTimeLimitExceeded()
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", slow)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=slow)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         assert tasks.run_task.run(str(run.pk)) == TaskRun.FAILED
         done = TaskRun.objects.get(pk=run.pk)
@@ -467,7 +447,9 @@ class TestRunTask:
         def broken(params, progress):
             raise ValueError("corpus exploded")
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", broken)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=broken)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         assert tasks.run_task.run(str(run.pk)) == TaskRun.FAILED
         assert TaskRun.objects.get(pk=run.pk).error == "ValueError: corpus exploded"
@@ -481,7 +463,9 @@ class TestRunTask:
                 raise OperationalError("server closed the connection unexpectedly")
             return {"ok": True}
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", flaky)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=flaky)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         tasks.run_task.apply(args=[str(run.pk)])  # in process, with a real retry request
         done = TaskRun.objects.get(pk=run.pk)
@@ -491,7 +475,9 @@ class TestRunTask:
         def down(params, progress):
             raise OperationalError("could not connect to server")
 
-        monkeypatch.setitem(tasks.RUNNERS, "benchmark_suite", down)
+        monkeypatch.setitem(
+            kinds.KINDS, "benchmark_suite", replace(kinds.KINDS["benchmark_suite"], run=down)
+        )
         run = queued(operator_api.row, "benchmark_suite")
         tasks.run_task.apply(args=[str(run.pk)])
         done = TaskRun.objects.get(pk=run.pk)
@@ -532,16 +518,16 @@ def test_progress_writes_are_throttled_and_never_go_back(operator_api, monkeypat
     run = queued(operator_api.row, "benchmark_suite")
     TaskRun.objects.filter(pk=run.pk).update(state=TaskRun.RUNNING)
     clock = FakeClock()
-    writer = tasks.ProgressWriter(run.pk, clock=clock)
+    writer = heartbeat.ProgressWriter(run.pk, clock=clock)
     for k in range(1, 101):  # 100 calls of +0.01 within no time: a write per 0.02
         writer(k / 100)
     assert writer.writes == 50
     writer(0.5)  # backwards: ignored
     assert TaskRun.objects.get(pk=run.pk).progress == 1.0
-    slow = tasks.ProgressWriter(run.pk, clock=clock)
+    slow = heartbeat.ProgressWriter(run.pk, clock=clock)
     slow(0.01)
     assert slow.writes == 0  # small step, no time passed
-    clock.now += tasks.PROGRESS_INTERVAL
+    clock.now += heartbeat.PROGRESS_INTERVAL
     slow(0.02)
     assert slow.writes == 1  # small step, but half a second later
     assert TaskRun.objects.get(pk=run.pk).progress == 0.02
@@ -808,12 +794,6 @@ def test_beat_intervals_come_from_the_environment():
 # --- (c) killed midway, then rerun: the same end state as one clean run -------------------------
 
 
-def go_stale(row) -> None:
-    """What time does to the run or chunk of a dead worker: its last heartbeat grows old."""
-    old = timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT + 1)
-    type(row).objects.filter(pk=row.pk).update(heartbeat_at=old)
-
-
 class WorkerKilled(BaseException):
     """Stands in for the worker process dying: not an Exception, so nothing in the task catches
     it, the chunk's transaction rolls back and its row is left as a dead worker leaves it
@@ -860,7 +840,7 @@ def test_a_rebuild_killed_midway_and_rerun_equals_one_clean_run(client_api, admi
     assert TaskChunk.objects.get(pk=chunks[1].pk).attempts == 2
     assert done.result == {
         "objects": 4, "changed": 2, "namespace": None, "chunks": 4,
-        "workers": [fanout.LOCAL_HOSTNAME],
+        "workers": [claims.LOCAL_HOSTNAME],
     }  # fmt: skip
     assert same_aggregates(aggregate_values(), clean)
     # and a clean rebuild now has nothing left to change
@@ -909,7 +889,7 @@ def test_a_domain_error_fails_the_run_with_its_message(db, admin_api):
 
 def test_domain_errors_from_start_are_domain_errors(db, operator_api):
     with pytest.raises(DomainError) as err:
-        taskruns.task_start(client=operator_api.row, kind="stability_simulation", params={"x": 1})
+        runs.task_start(client=operator_api.row, kind="stability_simulation", params={"x": 1})
     assert err.value.status == 400 and err.value.fields == {
         "params.x": ["Unknown parameter for stability_simulation."]
     }

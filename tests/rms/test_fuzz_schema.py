@@ -47,9 +47,9 @@ CHECKS = [
 @pytest.fixture
 def fuzz_world(transactional_db, monkeypatch):
     """Rows for the path parameters, and a token per role. Tasks are recorded, not sent."""
-    from feedback import taskruns
+    from feedback.taskruns import runs
 
-    monkeypatch.setattr(taskruns, "enqueue", lambda run: None)
+    monkeypatch.setattr(runs, "enqueue", lambda run: None)
     make_namespace("support")
     tokens = {
         role: make_client(f"{role}-fuzz", role, ["support"] if role == "client" else None)[1]

@@ -135,7 +135,11 @@ def test_a_process_that_does_not_stop_in_time_is_killed_with_its_children(tmp_pa
         [sys.executable, "-c", "import time; time.sleep(120)"], process_group=0
     )
     child_file = tmp_path / "child"
-    wait_for(child_file.exists, "the child started", lambda: "", 30)
+    # open() creates the file before write() fills it: wait for the pid, not the file
+    wait_for(
+        lambda: child_file.exists() and child_file.read_text().strip(),
+        "the child started", lambda: "", 30,
+    )  # fmt: skip
     child = int(child_file.read_text())
 
     started = time.monotonic()

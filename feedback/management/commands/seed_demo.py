@@ -24,7 +24,7 @@ from feedback import alerts, ingest, simulations, suite
 from feedback.api.fastpath import validate_session
 from feedback.models import MetricSnapshot, TaskRun
 from feedback.selectors import namespace_metrics
-from rms import edges, services
+from rms import edges, policy, services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, Namespace
 
@@ -116,8 +116,8 @@ TYPES = [
 ]
 # per namespace: share of useful objects, of wrong objects, injections per session, budget
 PROFILE = {
-    "support": (0.55, 0.008, (4, 7), 4096),
-    "travel": (0.45, 0.12, (4, 7), 4096),
+    "support": (0.75, 0.008, (4, 7), 4096),
+    "travel": (0.62, 0.12, (4, 7), 4096),
     "devops": (0.12, 0.004, (8, 12), 2048),
 }
 
@@ -192,28 +192,31 @@ class Command(BaseCommand):
             for oid in injected:
                 if oid in useful and rng.random() < 0.75:
                     kind = rng.choices(
-                        ["REFERENCED", "CONFIRMED", "TASK_COMPLETED_WITH"], [60, 25, 15]
+                        [policy.REFERENCED, policy.CONFIRMED, policy.TASK_COMPLETED_WITH],
+                        [60, 25, 15],
                     )[0]
-                    method = "response_analysis" if kind == "REFERENCED" else None
+                    method = "response_analysis" if kind == policy.REFERENCED else None
                     signals.append(
                         {
                             "object_id": oid,
                             "signal_type": kind,
                             **({"detection_method": method} if method else {}),
-                            "actor_id": "user-1" if kind == "CONFIRMED" else "analyser",
-                            "actor_type": "HUMAN_USER" if kind == "CONFIRMED" else "SYSTEM_PROCESS",
+                            "actor_id": "user-1" if kind == policy.CONFIRMED else "analyser",
+                            "actor_type": "HUMAN_USER"
+                            if kind == policy.CONFIRMED
+                            else "SYSTEM_PROCESS",
                         }
                     )
                 elif oid in wrong and rng.random() < 0.6:
                     signals.append(
                         {
                             "object_id": oid,
-                            "signal_type": "CORRECTED",
+                            "signal_type": policy.CORRECTED,
                             "actor_id": "user-1",
                             "actor_type": "HUMAN_USER",
                         }
                     )
-            used = sum(s["signal_type"] != "CORRECTED" for s in signals)
+            used = sum(s["signal_type"] in policy.USED_SIGNALS for s in signals)
             outcome = (
                 "SUCCESS"
                 if used >= 2

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from rms_client._calls import MAX_SESSIONS_PER_BATCH, Call, encode
 from rms_client._retry import RetryPolicy
 from rms_client.errors import RMSError, RMSValidationError
-from rms_client.vocabulary import ACTOR_TYPES, DETECTION_METHODS, OUTCOMES, SIGNAL_TYPES
+from rms_client.vocabulary import ACTOR_TYPES, DETECTION_METHODS, OUTCOMES, SIGNAL_TYPES, UNUSED
 
 log = logging.getLogger("rms_client")
 
@@ -177,7 +177,7 @@ class Interaction:
             raise RMSValidationError(
                 f"Unknown actor type {actor_type!r}.", {f"{at}.actor_type": ["Unknown."]}
             )
-        if signal_type == "UNUSED":
+        if signal_type == UNUSED:
             if oid in self._unused:
                 raise RMSValidationError(
                     "At most one UNUSED per object.", {f"{at}.signal_type": ["Twice."]}

@@ -8,6 +8,8 @@ client, so the client refuses them first.
 
 from __future__ import annotations
 
+#: The neutral signal: the recorder allows at most one per object in a session (SPEC §7).
+UNUSED = "UNUSED"
 SIGNAL_TYPES = frozenset(
     {
         "REFERENCED",
@@ -17,7 +19,7 @@ SIGNAL_TYPES = frozenset(
         "CORRECTED",
         "CONTRADICTED_BY_OBSERVATION",
         "TASK_FAILED_WITH",
-        "UNUSED",
+        UNUSED,
     }
 )
 DETECTION_METHODS = frozenset(
@@ -34,4 +36,4 @@ DETECTION_METHODS = frozenset(
 ACTOR_TYPES = frozenset({"HUMAN_USER", "AI_AGENT", "SYSTEM_PROCESS", "EXTERNAL_CONNECTOR"})
 OUTCOMES = frozenset({"SUCCESS", "PARTIAL", "FAILED"})
 
-__all__ = ["ACTOR_TYPES", "DETECTION_METHODS", "OUTCOMES", "SIGNAL_TYPES"]
+__all__ = ["ACTOR_TYPES", "DETECTION_METHODS", "OUTCOMES", "SIGNAL_TYPES", "UNUSED"]
