@@ -25,7 +25,7 @@ from analysis.words import (
 )
 
 # --------------------------------------------------------------------------------------------
-# Synonyms (issue #18): a small, general English table, not derived from either labelled set.
+# Synonyms: a small, general English table, not derived from either labelled set.
 # Each group is written to one key (its first word) before stemming.
 # --------------------------------------------------------------------------------------------
 
@@ -85,7 +85,7 @@ SYNONYMS = {w: group.split()[0] for group in _SYNONYM_GROUPS for w in group.spli
 
 
 # --------------------------------------------------------------------------------------------
-# Concept lexicon (issue #18): analysis/data/detection_lexicon.txt, general English written by
+# Concept lexicon: analysis/data/detection_lexicon.txt, general English written by
 # hand (its header explains the three kinds of line), and analysis/data/detection_wordnet.txt,
 # related words derived from WordNet 3.0 by bench/build_wordnet_lexicon.py. Both ship inside
 # the package; the first is read at import (it is small), the second on first use.

@@ -42,7 +42,7 @@ FORMAT = "rms-static-embedding/1"
 ENV_VAR = "RMS_EMBEDDING_MODEL"
 SCORER_VAR = "RMS_DETECTION_SCORER"
 #: What the service uses when RMS_DETECTION_SCORER is unset (the pre-registered switch rule of
-#: issue #18 round 4 chose the fitted combination: docs/DETECTION.md).
+#: round 4 chose the fitted combination: docs/DETECTION.md).
 DEFAULT_SCORER_NAME = "fitted"
 
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -237,7 +237,7 @@ class CombinedScorer:
 
 def configured_scorer(environ: dict[str, str] | None = None) -> Scorer:
     """The combined scorer when RMS_EMBEDDING_MODEL names a model directory; else the scorer
-    RMS_DETECTION_SCORER names: ``fitted`` (the default since issue #18 round 4, held-out
+    RMS_DETECTION_SCORER names: ``fitted`` (the default since round 4, held-out
     precision 0.890 against the lexical scorer's 0.712: docs/DETECTION.md) or ``lexical``. A
     configured directory that is not a valid model, or an unknown scorer name, raises
     EmbeddingModelError: a misconfiguration should be seen, not silently ignored."""

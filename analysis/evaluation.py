@@ -19,11 +19,11 @@ DATA = Path(__file__).resolve().parent / "data"
 #: The tuning set: 240 pairs written alongside the scorer (features designed while looking at it).
 REFERENCE_SET = DATA / "detection_reference.jsonl"
 #: The first held-out set: 365 pairs labelled blind (docs/DETECTION_LABELLING_GUIDE.md); tuning
-#: data since issue #18 round 5.
+#: data since round 5 (docs/DETECTION.md).
 HELDOUT_SET = DATA / "detection_heldout.jsonl"
-#: Issue #18 round 5's held-out set (340 pairs, written blind); tuning data since round 6.
+#: Round 5's held-out set (340 pairs, written blind); tuning data since round 6.
 HELDOUT3_SET = DATA / "detection_heldout3.jsonl"
-#: Issue #18 round 6's held-out set (340 pairs, written blind); the three before are tuning data.
+#: Round 6's held-out set (340 pairs, written blind); the three before are tuning data.
 #: With the fifth, the headline (two blind sets, scored once each).
 HELDOUT4_SET = DATA / "detection_heldout4.jsonl"
 #: Written blind in round 6, scored once in round 7 (340 pairs); with the fourth, the headline.

@@ -112,7 +112,7 @@ class LexicalScorer:
                              in the window only under a negation the memory does not have.
     REFERENCED when score ≥ threshold. The constants are explained in docs/DETECTION.md.
 
-    Concepts (issue #18, analysis/data/detection_lexicon.txt): with `concepts`, a phrase of the
+    Concepts (analysis/data/detection_lexicon.txt): with `concepts`, a phrase of the
     lexicon ("reports to", "doesn't eat meat", "every other week"), a date, a spoken time or a
     duration is followed by its other wording ("manager", "vegetarian", "everyfortnightly",
     "2027-08-02", "09:30", "120 minutes"): an optional term of the memory, that stands in for

@@ -5,7 +5,7 @@
 memory in its best window, the best clause, the share of distinctive weight matched, the weight
 of the heaviest distinctive term that is missing, and the checks that fired (contradiction,
 another entity or value, different numbers, single shared term, exact anchor, a "no longer true"
-cue the memory lacks, a negative memory, a dropped quoted question; issue #18 round 4: the share
+cue the memory lacks, a negative memory, a dropped quoted question; round 4: the share
 matched through related words, the heaviest term matched, a missing or swapped name; round 6:
 another member of a closed class) — and combines them with weights fitted by logistic regression
 on the tuning sets (analysis/data/detection_reference.jsonl, detection_tuning2.jsonl,

@@ -17,7 +17,8 @@ from analysis.words import (
 )
 
 # --------------------------------------------------------------------------------------------
-# Number and unit normalisation (issue #18): one spelling for one quantity
+# Number and unit normalisation: one spelling for one quantity, so "5 pm" in a memory matches
+# "17:00" in a response
 # --------------------------------------------------------------------------------------------
 
 _TEENS = {
@@ -50,10 +51,6 @@ _ONES = {
     "eight": 8,
     "nine": 9,
 }
-_COMPOUND_RE = re.compile(
-    r"\b(" + "|".join(_TENS) + r")[- ](" + "|".join(_ONES) + r")\b", re.IGNORECASE
-)
-_TEENS_RE = re.compile(r"\b(" + "|".join(_TEENS) + r")\b", re.IGNORECASE)
 _DURATIONS = (  # (pattern, replacement), tried in this order at each position
     (r"three[- ]quarters of an hour", "45 minutes"),
     (r"(?:an|one) hour and a half", "90 minutes"),
@@ -67,20 +64,12 @@ _DURATIONS = (  # (pattern, replacement), tried in this order at each position
 _DURATION_RE = re.compile(
     r"\b(?:" + "|".join(f"({p})" for p, _ in _DURATIONS) + r")\b", re.IGNORECASE
 )
-# 5 pm, 5pm, 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 stays 9:05 -> 09:05
-_CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s?([ap])\.?m\b\.?", re.IGNORECASE)
 FULL_HOUR_RE = re.compile(r"(\d\d):00")
 LATE_HHMM_RE = re.compile(r"(1[3-9]|2[0-3]):(\d\d)")
-_HHMM_RE = re.compile(r"\b(\d{1,2}):(\d\d)\b(?!:)")
 _CURRENCY_RE = re.compile(
     r"([€$£¥])\s?(\d+(?:\.\d+)?)(\s?(?:[kKmM]|million|thousand|billion|bn)\b)?"
 )
 _CURRENCY_WORD = {"€": "euros", "$": "dollars", "£": "pounds", "¥": "yen"}
-_SCALED_RE = re.compile(r"\b(\d+(?:\.\d+)?)\s?([kK]|[mM]|million|thousand)\b(?![-\w])")
-_VERSION_RE = re.compile(r"\b[vV](\d+(?:\.\d+)+|\d+)\b")
-_GLUED_UNIT_RE = re.compile(
-    r"\b(\d+(?:\.\d+)?)(gb|mb|kb|tb|ms|kg|km|cm|mm|ml|hrs?|mins?|h|s)\b", re.IGNORECASE
-)
 _GLUED_UNIT = {
     "h": "hours",
     "hr": "hours",
@@ -104,18 +93,6 @@ def _plain(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
-def _clock(match: re.Match) -> str:
-    hour, minute, half = int(match.group(1)), match.group(2) or "00", match.group(3).lower()
-    if hour > 12:
-        return match.group(0)
-    hour = hour % 12 + (12 if half == "p" else 0)
-    return f"{hour:02d}:{minute}"
-
-
-def _scaled(match: re.Match) -> str:
-    return _plain(float(match.group(1)) * _SCALE[match.group(2).lower()])
-
-
 def _currency(match: re.Match) -> str:
     amount = float(match.group(2))
     if match.group(3):
@@ -133,7 +110,8 @@ _NUMBER_WORD_RE = re.compile(
     + r"))\b",
     re.IGNORECASE,
 )
-# One pass for the digit forms; the first alternative that matches wins.
+# One pass for the digit forms; the first alternative that matches wins. Clock times: 5 pm, 5pm,
+# 5:30 p.m., 11 AM -> 17:00, 17:30, 11:00; 9:05 -> 09:05. Scaled: 3k, 2 million -> 3000, 2000000.
 _QUANTITY_RE = re.compile(
     r"\b(?:"
     r"(?P<clock>(\d{1,2})(?::(\d\d))?\s?([apAP])\.?[mM]\b\.?)"
@@ -229,7 +207,7 @@ _NUMBER_WORD_HINT_RE = re.compile(r"(?:" + "|".join([*_TEENS, *_TENS]) + r")")
 
 
 # --------------------------------------------------------------------------------------------
-# The quoted user question (issue #18)
+# The quoted user question: a response that repeats the question is not using the memory
 # --------------------------------------------------------------------------------------------
 
 # A response that restates the user's question ("You asked: '...'", "> ...", "Re: '...'") has

@@ -52,15 +52,13 @@ from analysis.words import (
 # Token classes and their weights (see docs/DETECTION.md, "Features and weights").
 _GENERIC = "generic"  # user, prefer, use ...          weight 0.3, never a match on its own
 _UNIT = "unit"  # minute, euro, kg ...                  weight 0.5, never a match on its own
-_WORD = "word"  # any other content word                weight 1.0 (0.7 for <= 3 letters)
+_WORD = "word"  # any other content word                weight by its frequency (below)
 _PROPER = "proper"  # capitalised mid-sentence          weight 2.0; ALL-CAPS acronym 1.5
 _NUM = "num"  # 45, 3.2, 2027, "five"                   weight 2.0; >= 3 digits or decimal 2.5
 _ID = "id"  # PG-15, eu-west-1, a@b.io, 1.4.2, X1, 9:15  weight 3.0
 
 _W_GENERIC = 0.3
 _W_UNIT = 0.5
-_W_WORD = 1.0
-_W_SHORT_WORD = 0.7
 _W_PROPER = 2.0
 _W_ACRONYM = 1.5
 _W_NUM = 2.0
@@ -85,7 +83,7 @@ class _Token(NamedTuple):  # a NamedTuple: built for every distinct word, so che
 
 
 # --------------------------------------------------------------------------------------------
-# Word weights from word frequencies (issue #18)
+# Word weights from word frequencies
 # --------------------------------------------------------------------------------------------
 
 # A content word weighs by how rare it is in English (wordfreq's Zipf scale: 7 = "the",

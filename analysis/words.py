@@ -165,7 +165,7 @@ MONTHS = frozenset(MONTHS_IN_ORDER)
 # slot ("Saturdays" / "Sundays", "staging" / "production", "violin" / "viola"), so a response that
 # drops the memory's member and names another of its class is about something else. General
 # English lists, though which classes to list was chosen from the tuning sets' false positives
-# (issue #18 round 6); "may" and "march" are left out of the months (verbs too). Plurals are
+# (DETECTION.md round 6); "may" and "march" are left out of the months (verbs too). Plurals are
 # folded and a few familiar forms read as their member (SWAP_ALIASES: "mum" is "mother").
 SWAP_CLASSES: dict[str, frozenset[str]] = {
     name: word_set(words)
@@ -263,7 +263,8 @@ def swap_members(text: str) -> dict[str, frozenset[str]]:
 NEGATION_CUES = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "cannot"})
 NEGATION_VERBS = frozenset({"stopped", "quit", "quitting"})  # "stopped taking X" negates X
 GIVE_UP = frozenset({"give", "gave", "given", "giving"})  # "gave up X" negates X
-# Cues of a state that is over (issue #18): "formerly", "used to", "no longer", "anymore"...
+# Cues of a state that is over (a past state is not a current one): "formerly", "used to",
+# "no longer", "anymore"...
 PAST_CUES = frozenset({"formerly", "previously", "former", "once-", "ex"})
 POSTFIX_CUES = frozenset({"anymore", "discontinued", "deprecated"})
 CHANGE_VERBS = frozenset(

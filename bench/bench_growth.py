@@ -1,4 +1,4 @@
-"""Growth curves: does the service slow down as its operation log grows tenfold? (issue #17)
+"""Growth curves: does the service slow down as its operation log grows tenfold?
 
 One scratch PostgreSQL database (``rms_bench_growth``) is grown through the real write path —
 the batch endpoint of a gunicorn server, 500 sessions of 10 injections + 3 signals a request
@@ -197,7 +197,7 @@ def autovacuum() -> list[str]:
     their aggregates: one new row version per injection or signal, none of them HOT since
     indexed columns change) leave their dead versions behind for good, and every scan of those
     tables reads a heap and indexes that grow with the log: at 10M operations the aggregates'
-    heap was 8x its size at 1M for the same 20,000 live rows (issue #17). The insert rule sets
+    heap was 8x its size at 1M for the same 20,000 live rows (without vacuum). The insert rule sets
     the visibility map of the insert-only tables, which index-only scans need.
     """
     import psycopg

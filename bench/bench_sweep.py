@@ -19,7 +19,7 @@ candidate left, and the chains and replays of a sample of objects intact. With `
 the first run is profiled (cProfile, CPU time) and the top functions are printed; with
 ``--phases`` the wall time of each step of the sweep is printed.
 
-With ``--worker-processes N`` (issue 17) the sweep (or, with ``--kind``, the chain or replay
+With ``--worker-processes N`` the sweep (or, with ``--kind``, the chain or replay
 verification of the same database: one operation per object) runs as a TaskRun fanned out over
 real Celery workers (``celery worker --pool solo``, one task at a time each) on Redis: the built
 database is the template of a fresh copy per round, and rounds alternate 1 worker process and
@@ -509,7 +509,7 @@ def in_process(args, n: int) -> bool:
     return all(ok for _, ok in checks)
 
 
-# --- the sweep fanned out over real worker processes (issue 17) ---------------------------------
+# --- the sweep fanned out over real worker processes ---------------------------------------------
 
 
 class Workers:

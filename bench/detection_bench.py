@@ -8,9 +8,10 @@ label. Then the lexical scorer on the second tuning set, the time to analyse a ~
 response against 20 objects, the fitted scorer (analysis/model.py, the service's
 default) on the first blind set at its two thresholds, timed, and both scorers on the second
 blind set and on the third, fourth and fifth blind sets. The first two blind sets were held out
-until issue #18 round 5, the third until round 6, and are tuning data since; the fourth and fifth
-(scored once each, rounds 6 and 7) pooled are the headline (bench/detection_figures.py writes the
-evidence page's figures from them). The sixth is blind and is not read.
+until round 5 (docs/DETECTION.md), the third until round 6, and are tuning data since; the
+fourth and fifth (scored once each, rounds 6 and 7) pooled are the headline
+(bench/detection_figures.py writes the evidence page's figures from them). The sixth is blind
+and is not read.
 
     .venv/bin/python bench/detection_bench.py [--runs 200] [--threshold 0.4] [--seed 7] [--json F]
         [--embedding DIR]   (default $RMS_EMBEDDING_MODEL; without one it says how to build one)

@@ -4,7 +4,7 @@ the code and the frozen sets (nothing typed by hand but the one figure of code t
     .venv/bin/python bench/detection_figures.py [--out dashboard/detection_figures.json]
 
 Headline: the service's scorer (``analysis.embedding.configured_scorer`` without settings) on
-the fourth and fifth held-out sets pooled (issue #18 rounds 6 and 7: each written blind and
+the fourth and fifth held-out sets pooled (docs/DETECTION.md, rounds 6 and 7: each written blind and
 scored once), with each set's own figure beside it, and round 7's cross-encoder experiment.
 Below: the lexical scorer on the reference (tuning) set, in-sample, with its threshold sweep,
 per-kind accuracy and the long responses check of ``bench/detection_bench.py``. The figures
@@ -41,7 +41,7 @@ from analysis.evaluation import HELDOUT4_SET, HELDOUT5_SET, REFERENCE_SET  # noq
 
 OUT = ROOT / "dashboard" / "detection_figures.json"
 TARGETS = {"precision": 0.85, "recall": 0.70, "rfc_precision_floor": 0.60}
-#: The first held-out set measured on the code before issue #18 (docs/DETECTION.md, round 1):
+#: The first held-out set measured on the code before the detection rounds (DETECTION.md round 1):
 #: that code is gone, so its figure is kept here.
 BASELINE_BEFORE_ISSUE_18 = {
     "precision": 0.617,

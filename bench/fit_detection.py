@@ -6,7 +6,7 @@ from the tuning sets, reproducibly, and report cross-validated figures.
 
 Data: analysis/data/detection_reference.jsonl + detection_tuning2.jsonl + detection_tuning3.jsonl
 (its two halves, ids t3a-/t3b-, are two sets in the per-set views) + the three earlier held-out
-sets (tuning data since rounds 5 and 6 of issue #18; SETS below), and any further tuning set
+sets (tuning data since rounds 5 and 6 of docs/DETECTION.md; SETS below), and any further tuning set
 given with --extra (JSON lines with memory, response, label). The current held-out set is never
 read here, and --extra refuses it. Folds are
 grouped by memory text (every pair of one memory stays in one fold) and stratified by label,
@@ -51,7 +51,7 @@ from analysis.lexical import LexicalScorer  # noqa: E402
 from analysis.model import FEATURES, apply_veto, feature_vector, vetoed  # noqa: E402
 
 MODEL = ROOT / "analysis" / "model.py"
-#: Round 5 (issue #18) fits on the two earlier held-out sets too: each had been evaluated (the
+#: Round 5 (DETECTION.md) fits on the two earlier held-out sets too: each had been evaluated (the
 #: first in four rounds, the second twice), so neither could still give a held-out figure; round
 #: 6 adds the third (scored once in round 5). The round's held-out set is the fourth, never read
 #: here.

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 DEFAULT_SCHEDULE: tuple[float, ...] = (5, 30, 120, 600, 1800, 3600)
 JITTER = 0.2
 TIMEOUT = 10.0  # seconds: any 2xx within it is success
-RETRY_WINDOW = timedelta(hours=24)
 DISABLE_AFTER = timedelta(hours=24)
 
 

@@ -234,7 +234,7 @@ class TaskRun(models.Model):
 
 
 class TaskChunk(models.Model):
-    """One key range of a fanned-out run (issue 17): the run's task plans them, one Celery task
+    """One key range of a fanned-out run: the run's task plans them, one Celery task
     per chunk runs it on any worker, and the chunk that finishes last finalises the run.
 
     ``[lo, hi)`` bounds the primary keys of ``table`` the chunk walks (text; null is open).

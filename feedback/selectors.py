@@ -241,7 +241,7 @@ def alerts_before(qs, raised_at: datetime, last_id: uuid.UUID):
     return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))
 
 
-# --- telemetry (issue 15) ----------------------------------------------------------------------
+# --- telemetry ----------------------------------------------------------------------------------
 
 
 def task_run_gauges():

@@ -44,9 +44,9 @@ logger = logging.getLogger(__name__)
 
 #: Objects per transaction: bounds lock time and memory; a crash loses at most one chunk's work.
 CHUNK = 500
-#: With a progress callback, a chunk is at most this share of the candidates (issue 15: progress
-#: at least every 2 %), and at least MIN_PROGRESS_CHUNK objects (a small sweep takes well under a
-#: second in all).
+#: With a progress callback, a chunk is at most this share of the candidates (an operator sees
+#: progress at least every 2 %), and at least MIN_PROGRESS_CHUNK objects (a small sweep takes
+#: well under a second in all).
 PROGRESS_STEP = 0.02
 MIN_PROGRESS_CHUNK = 20
 SIGNAL_TYPE = policy.IGNORED_REPEATEDLY
@@ -56,8 +56,6 @@ ACTOR = core.Actor("ignored-sweep", "SYSTEM_PROCESS")
 SESSION_ID = "ignored-sweep"
 
 
-#: Kept while ``feedback.ingest`` reads it here; the rule is ``aggregates.is_sweep_candidate``.
-is_candidate = aggregates.is_sweep_candidate
 #: Every column a write of the sweep may change on an object.
 OBJECT_FIELDS = list(MemoryObject.WRITABLE_FIELDS)
 
@@ -160,7 +158,7 @@ def sweep(
     total = 0  # only progress needs it (a fanned-out chunk has none)
     if progress is not None:
         total = qs.count()
-        # at most PROGRESS_STEP of the work per chunk (issue 15), but not absurdly small chunks
+        # at most PROGRESS_STEP of the work per chunk, but not absurdly small chunks
         chunk_size = min(chunk_size, max(MIN_PROGRESS_CHUNK, int(total * PROGRESS_STEP)))
     summary = Summary()
     done = 0

@@ -1,4 +1,4 @@
-"""The Redis cache behind one door that degrades instead of failing (issue 15).
+"""The Redis cache behind one door that degrades instead of failing.
 
 Everything cached here (throttle counts, the overview's precomputed numbers) can be recomputed
 or done without, so with Redis unreachable a read is a miss and a write does nothing: the API

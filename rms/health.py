@@ -1,4 +1,4 @@
-"""Dependency checks for /health (issue 15): database, cache and broker, each on its own thread
+"""Dependency checks for /health: database, cache and broker, each on its own thread
 with a shared deadline, so the answer comes within HEALTH_DEADLINE however a dependency fails
 (refused at once, or silent until a timeout)."""
 

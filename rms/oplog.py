@@ -106,25 +106,6 @@ class OpRow:
     state_json: str | None
     seq: int | None = None
 
-    def to_model(self) -> Operation:
-        """An unsaved ``Operation`` with these values (for a caller that saves it itself)."""
-        return Operation(
-            id=self.id,
-            ts=self.ts,
-            op_type=self.op_type,
-            target_type=self.target_type,
-            target_id=self.target_id,
-            namespace=self.namespace,
-            actor_id=self.actor_id,
-            actor_type=self.actor_type,
-            session_id=self.session_id,
-            payload=self.payload,
-            policy_version=self.policy_version,
-            state=self.state,
-            prev_hash=self.prev_hash,
-            hash=self.hash,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class ChainKey:

@@ -147,7 +147,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 else:
     _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
-    # A database that does not answer fails a request in seconds (503, issue 15), rather than
+    # A database that does not answer fails a request in seconds (503), rather than
     # holding a gunicorn thread until the worker timeout kills it and drops its connections.
     _db.setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("RMS_DB_CONNECT_TIMEOUT", default=3)
@@ -267,7 +267,7 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = _bool("SECURE_HSTS_PRELOAD", default=False)
 
 
-# --- telemetry (issue 15) ---------------------------------------------------------------------
+# --- telemetry ---------------------------------------------------------------------------------
 # GET /metrics answers an operator or admin token, or any caller from these IPs/CIDRs (the
 # connection's address, REMOTE_ADDR: behind a proxy, list the proxy or use a token).
 def _networks(name: str) -> list:
@@ -306,7 +306,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Operations are tagged by resource (the path segment after /api/v1), not all "api".
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    # Choice sets shared by several fields get one name each (issue 15: enums as enums).
+    # Choice sets shared by several fields get one name each (one enum, not a copy per field).
     "ENUM_NAME_OVERRIDES": {
         "EpistemicTypeEnum": "rms.policy.EPISTEMIC_TYPES",
         "SignalTypeEnum": "rms.policy.SIGNAL_TYPES",
@@ -458,7 +458,7 @@ RMS_WEBHOOK_RETRY_WINDOW = timedelta(seconds=_seconds("RMS_WEBHOOK_RETRY_WINDOW"
 RMS_WEBHOOK_DISABLE_AFTER = timedelta(seconds=_seconds("RMS_WEBHOOK_DISABLE_AFTER", 86400))
 
 
-# Tasks survive broker and worker loss (issue 15): a running task and each worker touch a
+# Tasks survive broker and worker loss: a running task and each worker touch a
 # heartbeat every RMS_TASK_HEARTBEAT_EVERY s; beat's reconciler, every RMS_RECONCILE_EVERY s,
 # sends queued runs whose message never reached the broker (or sat unclaimed for
 # RMS_TASK_RESEND_AFTER s: a broker restarted without its queue), and puts back in the queue

@@ -1,4 +1,4 @@
-"""Prometheus telemetry (issue 15): every metric object of the service lives here.
+"""Prometheus telemetry: every metric object of the service lives here.
 
 ``GET /metrics`` (``rms.api.views.PrometheusView``) renders them in the text exposition format.
 Counters and histograms are written where things happen (the request middleware, ingestion,
@@ -11,7 +11,7 @@ prometheus_client's multiprocess mode keeps each process's samples in files ther
 sums them; the folder must be emptied before the processes start. Without it every process
 counts for itself (one web process, as under ``runserver`` or the tests).
 
-Webhook deliveries (issue 13) add their metrics here, beside the others.
+Webhook deliveries add their metrics here, beside the others.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def exposition() -> bytes:
     return generate_latest(registry)
 
 
-# --- degraded operation (issue 15: the cache, the throttle, task sending, the database) ---------
+# --- degraded operation (the cache, the throttle, task sending, the database) -------------------
 # The code that degrades counts through ``incr`` with these names; each is a Prometheus counter
 # with one ``label`` (the cache operation, for instance), exported like every metric above.
 

@@ -258,3 +258,31 @@ def go_stale(row) -> None:
     """What time does to the run or chunk of a dead worker: its last heartbeat grows old."""
     old = timezone.now() - timedelta(seconds=settings.RMS_TASK_HEARTBEAT_TIMEOUT + 1)
     type(row).objects.filter(pk=row.pk).update(heartbeat_at=old)
+
+
+# --- objects and signals through the HTTP API ---------------------------------------------------
+
+#: A valid POST /objects body; a test overrides the fields it is about.
+OBJECT_BODY = {
+    "namespace": "support",
+    "content": "Alice prefers Python",
+    "epistemic_type": "OBSERVED",
+}
+
+
+def api_object(api, **fields) -> str:
+    """Create an object through POST /api/v1/objects (OBJECT_BODY with ``fields``); its id."""
+    return api.post("/api/v1/objects", {**OBJECT_BODY, **fields}, format="json").json()["id"]
+
+
+def api_signal(api, oid, **body):
+    """POST a signal to one object: a human user's CONFIRMED in session s-1 unless ``body`` says
+    otherwise; the response."""
+    body = {
+        "signal_type": "CONFIRMED",
+        "session_id": "s-1",
+        "actor_id": "user-9",
+        "actor_type": "HUMAN_USER",
+        **body,
+    }
+    return api.post(f"/api/v1/objects/{oid}/signals", body, format="json")

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
 
@@ -166,18 +165,6 @@ def sort_th(context, key: str, label: str, numeric: bool = False, default_desc: 
         label,
         arrow,
     )
-
-
-@register.simple_tag
-def url_params(**params) -> str:
-    return urlencode({k: v for k, v in params.items() if v not in (None, "")})
-
-
-@register.filter
-def metric_label(name: str) -> str:
-    from dashboard.charts import METRIC_LABELS
-
-    return METRIC_LABELS.get(name, name)
 
 
 @register.filter

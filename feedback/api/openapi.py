@@ -1,4 +1,4 @@
-"""The OpenAPI shapes of the feedback API's answers (issue 15), for the schema only: the views
+"""The OpenAPI shapes of the feedback API's answers, for the schema only: the views
 answer plain dicts; ``tests/rms/test_openapi.py`` validates real answers against these."""
 
 from __future__ import annotations

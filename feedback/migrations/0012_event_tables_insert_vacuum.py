@@ -1,4 +1,4 @@
-"""Vacuum the injection and session-scope tables after a fixed number of inserts (issue #17).
+"""Vacuum the injection and session-scope tables after a fixed number of inserts.
 
 The windowed metric sums of the overview read the newest rows of these tables through covering
 indexes (``inj_ns_ts``, ``sessns_ns_ts``), which answer without the table only for pages the

@@ -1,4 +1,4 @@
-"""The sweep reads an object's last ``streak`` sessions from the index alone (issue #17): the
+"""The sweep reads an object's last ``streak`` sessions from the index alone (its cost stays flat as the log grows): the
 new index is built before the old one goes, so no moment is without one."""
 
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""The OpenAPI document's shapes (issue 15): answers and query parameters, for the schema only.
+"""The OpenAPI document's shapes: answers and query parameters, for the schema only.
 
 The views build their answers as plain dicts (``serializers.object_out`` & co.); these
 serializers are never run, they describe those dicts to drf-spectacular so the published

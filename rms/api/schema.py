@@ -1,5 +1,5 @@
 """OpenAPI extensions for drf-spectacular: our token scheme, strict number fields, and the error
-responses every operation shares (issue 15: the document lists every status it can answer)."""
+responses every operation shares (so the document lists every status an operation can answer)."""
 
 from __future__ import annotations
 

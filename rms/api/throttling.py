@@ -2,7 +2,7 @@
 
 Counts live in the cache; when it is unreachable the throttle fails open — the request goes on,
 unthrottled, and is counted (``rms.telemetry.THROTTLE_FAILED_OPEN``): an outage of the cache
-must not take ingestion down with it (issue 15).
+must not take ingestion down with it.
 """
 
 import logging

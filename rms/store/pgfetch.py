@@ -7,7 +7,7 @@ texts (constant, so psycopg parses each once), sent together through libpq's pip
 rows become model instances without ``Model.__init__`` (values converted with each field's own
 ``from_db_value``, as Django would).
 
-Used by ``rms.store.pg`` (and, until it reads through the store, ``feedback.sweep``).
+Used by ``rms.store.pg`` only: every other module reads through the store (``rms.store``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The blind detection sets (issue #18): frozen, valid, and measured against the targets.
+"""The blind detection sets (docs/DETECTION.md): frozen, valid, and measured against the targets.
 
 analysis/data/detection_heldout*.jsonl and docs/DETECTION_LABELLING_GUIDE.md were written by
 labellers who never saw the detector's code. They are never edited: the sha256 pins below fail
@@ -98,14 +98,14 @@ def test_heldout_set_is_valid_and_covers_every_kind(heldout_rows):
 
 
 def test_first_set_figures_are_pinned(heldout_rows):
-    """Tuning data since issue #18 round 5 (evaluated in four rounds before): in-sample pins of
+    """Tuning data since round 5 (evaluated in four rounds before): in-sample pins of
     the lexical scorer at 0.40 and the fitted scorer at its threshold, not held-out figures."""
     fitted, lexical = fitted_and_lexical(heldout_rows)
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (127, 43, 50, 145)
     assert (fitted.tp, fitted.fp, fitted.fn, fitted.tn) == (130, 22, 47, 166)
 
 
-# --- the second held-out set (issue #18, round 4) ----------------------------------------------
+# --- the second held-out set (round 4) -----------------------------------------------------------
 
 HELDOUT2 = ROOT / "analysis" / "data" / "detection_heldout2.jsonl"
 HELDOUT2_SHA256 = "816719e1bbffe82104c3f536e200e2fe41bb655aa2559bd319a3297a587ffea2"
@@ -136,7 +136,7 @@ def test_second_set_figures_are_pinned():
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (95, 36, 63, 126)
 
 
-# --- the third held-out set (issue #18, round 5; tuning data since round 6) --------------------
+# --- the third held-out set (round 5; tuning data since round 6) ---------------------------------
 
 HELDOUT3 = ROOT / "analysis" / "data" / "detection_heldout3.jsonl"
 HELDOUT3_SHA256 = "0b943a4e6f7f0ec2806d0b4d05afb286251044a6aa483405309fa65fdd42a997"
@@ -156,7 +156,7 @@ def test_third_set_figures_are_pinned():
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == (90, 51, 78, 121)
 
 
-# --- the fourth held-out set (issue #18, round 6) -----------------------------------------------
+# --- the fourth held-out set (round 6) -----------------------------------------------------------
 
 HELDOUT4 = ROOT / "analysis" / "data" / "detection_heldout4.jsonl"
 HELDOUT4_SHA256 = "7ad34fd84f4910547e7024c62ee5fdd9678b057ad7010bf77c254f8dc772598c"
@@ -168,7 +168,7 @@ def test_fourth_heldout_set_is_frozen_and_valid():
     check_quota_set(HELDOUT4, HELDOUT4_SHA256, 168, {"h4a-", "h4b-", "h4c-", "h4d-"})
 
 
-# --- the fifth blind set (issue #18, written in round 6, scored once in round 7) -----------------
+# --- the fifth blind set (written in round 6, scored once in round 7) ----------------------------
 
 HELDOUT5 = ROOT / "analysis" / "data" / "detection_heldout5.jsonl"
 HELDOUT5_SHA256 = "e238a09f6b172ff6583bb8da301fd44833784430b84ba8d306096921e7282cc0"
@@ -205,7 +205,7 @@ def test_the_headline_sets_figures(path, fitted_counts, precision, interval, lex
     assert (lexical.tp, lexical.fp, lexical.fn, lexical.tn) == lexical_counts
 
 
-# --- the sixth blind set (issue #18, written in round 7, not yet scored) -------------------------
+# --- the sixth blind set (written in round 7, not yet scored) ------------------------------------
 
 HELDOUT6 = ROOT / "analysis" / "data" / "detection_heldout6.jsonl"
 HELDOUT6_SHA256 = "ce4dc313b2cc9ccedc63e3caf4e7416cd8f3dc6db631224c63f72d67dd8a5d19"

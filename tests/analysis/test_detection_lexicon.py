@@ -1,4 +1,4 @@
-"""Issue #18, round 4: the concept lexicon of the response analysis (analysis/data/
+"""Round 4 (docs/DETECTION.md): the concept lexicon of the response analysis (analysis/data/
 detection_lexicon.txt), the WordNet-derived related words (analysis/data/detection_wordnet.txt),
 the date, clock and duration alternatives, and how the fitted scorer treats them. Exact values:
 a change to the lexicon or the model shows up here."""
@@ -223,7 +223,7 @@ def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monk
     assert calls[-1] == "could not load the response analyser's tables"
 
 
-# --- issue #18, round 6: closed-class swaps, spelled hundreds, metric and second units ----------
+# --- round 6: closed-class swaps, spelled hundreds, metric and second units ----------------------
 
 
 @pytest.mark.parametrize(

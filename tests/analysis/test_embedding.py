@@ -83,7 +83,7 @@ def test_combined_scorer_raises_recall_but_keeps_the_lexical_vetoes(tmp_path):
 
 
 def test_configuration_by_environment(tmp_path):
-    # The fitted combination is the service's default (issue #18 round 4's switch rule).
+    # The fitted combination is the service's default (round 4's switch rule, docs/DETECTION.md).
     assert type(configured_scorer({})).__name__ == "FittedScorer"
     assert type(configured_scorer({"RMS_EMBEDDING_MODEL": "  "})).__name__ == "FittedScorer"
     assert type(configured_scorer({"RMS_DETECTION_SCORER": " "})).__name__ == "FittedScorer"

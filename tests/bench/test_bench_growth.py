@@ -1,4 +1,4 @@
-"""The growth bench's stand-in for autovacuum (bench/bench_growth.py, issue #17).
+"""The growth bench's stand-in for autovacuum (bench/bench_growth.py).
 
 The PostgreSQL the benchmarks run on has autovacuum off, so the bench vacuums what autovacuum
 would: without it the objects and aggregates (one dead row version per write) grew with the log

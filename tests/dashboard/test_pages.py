@@ -247,7 +247,7 @@ def test_object_as_of_shows_the_stored_state_at_that_time(operator, history):
     assert "did not exist" in before.content.decode()
     bad = c.get(f"/objects/{obj.pk}/?as_of=yesterday")
     assert bad.status_code == 200 and bad.context["as_of"] is None
-    # past year 9999 once in UTC (issue 15: was a 500), and a 20 h offset (read as UTC)
+    # past year 9999 once in UTC (ignored, not a 500), and a 20 h offset (read as UTC)
     overflow = c.get(f"/objects/{obj.pk}/?as_of=9999-12-31T23:00:00-05:00")
     assert overflow.status_code == 200 and overflow.context["as_of"] is None
     far = c.get(f"/objects/{obj.pk}/?as_of=2026-06-02T20:00:00%2B20:00")
@@ -425,7 +425,7 @@ def test_evidence_shows_calibration_and_detection_figures(operator, history):
     assert rows["INFERRED"]["observed"] == 1.0
     html = page.content.decode()
     assert "measured 2026-12-05" in html
-    # The headline pools the fourth and fifth held-out sets (issue #18 rounds 6 and 7), with its
+    # The headline pools the fourth and fifth held-out sets (DETECTION.md rounds 6 and 7), with its
     # Wilson interval and confusion matrix; each set, the cross-encoder experiment and the
     # lexical scorer beside it.
     assert "Held-out precision" in html and "0.781" in html and "0.655" in html

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -16,7 +16,7 @@ from django.utils import timezone
 from rms_client import verify_webhook
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from delivery import dispatch, policy
+from delivery import dispatch
 from delivery.models import WebhookDelivery, WebhookEndpoint
 from feedback import alerts
 from tests.delivery.conftest import drive
@@ -414,26 +414,6 @@ def test_delivery_log_filters_and_pages(fast_retries, receiver, admin_api, clien
     assert len(admin_api.get(base, {"event_type": "object.created"}).json()["results"]) == 3
     assert admin_api.get(base, {"state": "lost"}).status_code == 400
     assert admin_api.get(base, {"event_type": "nope"}).status_code == 400
-
-
-def test_retry_policy_schedule_jitter_and_window():
-    assert policy.retry_delay(1, 0.5) == 5
-    assert policy.retry_delay(2, 0.0) == pytest.approx(24)
-    assert policy.retry_delay(3, 0.999999) == pytest.approx(144, rel=1e-5)
-    assert policy.retry_delay(6, 0.5) == 3600
-    assert policy.retry_delay(40, 0.5) == 3600  # hourly past the schedule
-    t0 = datetime(2026, 6, 1, tzinfo=UTC)
-    until = t0 + timedelta(hours=24)
-    assert policy.next_attempt(now=t0, attempts=1, retry_until=until, unit_random=0.5) == (
-        t0 + timedelta(seconds=5)
-    )
-    assert policy.next_attempt(now=until, attempts=30, retry_until=until, unit_random=0.5) is None
-    assert policy.should_disable(failing_since=t0, now=until) is True
-    assert policy.should_disable(failing_since=t0, now=until - timedelta(seconds=1)) is False
-    assert policy.should_disable(failing_since=None, now=until) is False
-    assert [policy.is_success(s) for s in (200, 204, 299, 300, 500, None)] == [
-        True, True, True, False, False, False,
-    ]  # fmt: skip
 
 
 def test_prometheus_counts_attempts_and_pending(fast_retries, receiver, admin_api, client_api):

@@ -1,4 +1,4 @@
-"""Fan-out over real worker processes (issue 17): two ``celery worker --pool solo`` processes
+"""Fan-out over real worker processes: two ``celery worker --pool solo`` processes
 with distinct node names on PostgreSQL and Redis. A sweep, a rebuild and a verification run
 chunks on both and end as one whole pass in this process does on the same data; a worker killed
 mid-chunk costs the pass nothing but time; two sweeps at once decide each object once.

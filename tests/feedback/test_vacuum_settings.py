@@ -1,5 +1,5 @@
 """The event tables read by the windowed metric sums are vacuumed after a fixed number of
-inserts, not a fraction of their size (feedback migration 0012, issue #17): their covering
+inserts, not a fraction of their size (feedback migration 0012): their covering
 indexes answer without the table only for vacuumed pages, and with the default 20 % the
 unvacuumed tail, where every recent window lies, grew with the table."""
 

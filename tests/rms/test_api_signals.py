@@ -6,30 +6,14 @@ import pytest
 
 from feedback.models import FeedbackAggregate
 from rms.models import MemoryObject, Operation, SessionTally
+from tests.factories import OBJECT_BODY, api_object, api_signal
 
 pytestmark = pytest.mark.django_db
 
-OBJ = {"namespace": "support", "content": "Alice prefers Python", "epistemic_type": "OBSERVED"}
-
-
-def new_object(api, **kw) -> str:
-    return api.post("/api/v1/objects", {**OBJ, **kw}, format="json").json()["id"]
-
-
-def signal(api, oid, **body):
-    body = {
-        "signal_type": "CONFIRMED",
-        "session_id": "s-1",
-        "actor_id": "user-9",
-        "actor_type": "HUMAN_USER",
-        **body,
-    }
-    return api.post(f"/api/v1/objects/{oid}/signals", body, format="json")
-
 
 def test_confirmed_reinforces_with_rfc_payload(client_api):
-    oid = new_object(client_api)
-    r = signal(client_api, oid, evidence_ids=["doc-1"])
+    oid = api_object(client_api)
+    r = api_signal(client_api, oid, evidence_ids=["doc-1"])
     assert r.status_code == 201
     op = r.json()["operation"]
     assert op["op_type"] == "REINFORCE" and op["policy_version"] == "confidence_v1"
@@ -68,19 +52,19 @@ def test_confirmed_reinforces_with_rfc_payload(client_api):
 
 
 def test_thousand_confirmed_never_exceed_097_through_the_api(client_api):
-    oid = new_object(client_api)
+    oid = api_object(client_api)
     top = 0.0
     for i in range(1000):
-        r = signal(client_api, oid, session_id=f"s-{i}")
+        r = api_signal(client_api, oid, session_id=f"s-{i}")
         top = max(top, r.json()["operation"]["payload"]["confidence_after"])
     assert top == 0.97
     assert MemoryObject.objects.get(pk=oid).confidence == 0.97
 
 
 def test_session_cap_through_the_api(client_api):
-    oid = new_object(client_api, epistemic_type="INFERRED")
+    oid = api_object(client_api, epistemic_type="INFERRED")
     effective = [
-        signal(client_api, oid, actor_id=f"user-{i}").json()["operation"]["payload"][
+        api_signal(client_api, oid, actor_id=f"user-{i}").json()["operation"]["payload"][
             "gamma_effective"
         ]
         for i in range(4)
@@ -89,14 +73,15 @@ def test_session_cap_through_the_api(client_api):
     assert effective[2] == pytest.approx(0.10, abs=1e-12) and effective[3] == 0.0
     tally = SessionTally.objects.get(object_id=oid, session_id="s-1")
     assert tally.gamma_total == pytest.approx(0.40, abs=1e-12)
-    r = signal(client_api, oid, session_id="s-2")
+    r = api_signal(client_api, oid, session_id="s-2")
     assert r.json()["operation"]["payload"]["gamma_effective"] == 0.15
 
 
 def test_repeats_divided_by_n(client_api):
-    oid = new_object(client_api)
+    oid = api_object(client_api)
     gammas = [
-        signal(client_api, oid).json()["operation"]["payload"]["gamma_effective"] for _ in range(3)
+        api_signal(client_api, oid).json()["operation"]["payload"]["gamma_effective"]
+        for _ in range(3)
     ]
     assert gammas[0] == 0.15 and gammas[1] == 0.075 and gammas[2] == pytest.approx(0.05, abs=1e-15)
 
@@ -113,8 +98,8 @@ def test_repeats_divided_by_n(client_api):
 def test_independence_discount_through_the_api(
     client_api, obj_evidence, sig_evidence, actor_type, gamma
 ):
-    oid = new_object(client_api, evidence_ids=obj_evidence)
-    p = signal(client_api, oid, actor_type=actor_type, evidence_ids=sig_evidence).json()[
+    oid = api_object(client_api, evidence_ids=obj_evidence)
+    p = api_signal(client_api, oid, actor_type=actor_type, evidence_ids=sig_evidence).json()[
         "operation"
     ]["payload"]
     assert p["gamma_effective"] == pytest.approx(gamma, abs=1e-15)
@@ -123,9 +108,13 @@ def test_independence_discount_through_the_api(
 
 def test_correlated_agent_pair_is_discounted(client_api):
     """Two agents citing the same source are not independent confirmation (RFC-0008 §5)."""
-    oid = new_object(client_api, evidence_ids=["doc-1"])
-    a = signal(client_api, oid, actor_id="agent-a", actor_type="AI_AGENT", evidence_ids=["doc-7"])
-    b = signal(client_api, oid, actor_id="agent-b", actor_type="AI_AGENT", evidence_ids=["doc-7"])
+    oid = api_object(client_api, evidence_ids=["doc-1"])
+    a = api_signal(
+        client_api, oid, actor_id="agent-a", actor_type="AI_AGENT", evidence_ids=["doc-7"]
+    )
+    b = api_signal(
+        client_api, oid, actor_id="agent-b", actor_type="AI_AGENT", evidence_ids=["doc-7"]
+    )
     assert a.json()["operation"]["payload"]["gamma_effective"] == 0.15
     assert b.json()["operation"]["payload"]["correlation_discount_applied"] is True
     assert b.json()["operation"]["payload"]["gamma_effective"] == pytest.approx(0.06, abs=1e-15)
@@ -133,29 +122,31 @@ def test_correlated_agent_pair_is_discounted(client_api):
 
 def test_corrected_floor_through_the_api(admin_api, client_api):
     oid = admin_api.post(
-        "/api/v1/objects", {**OBJ, "epistemic_type": "ASSERTED", "confidence": 0.06}, format="json"
+        "/api/v1/objects",
+        {**OBJECT_BODY, "epistemic_type": "ASSERTED", "confidence": 0.06},
+        format="json",
     ).json()["id"]
-    r = signal(client_api, oid, signal_type="CORRECTED")
+    r = api_signal(client_api, oid, signal_type="CORRECTED")
     p = r.json()["operation"]["payload"]
     assert r.json()["operation"]["op_type"] == "PENALTY"
     assert p["confidence_after"] == 0.05 and p["floor_applied"] is True
     for _ in range(5):
-        signal(client_api, oid, signal_type="CORRECTED")
+        api_signal(client_api, oid, signal_type="CORRECTED")
     assert MemoryObject.objects.get(pk=oid).confidence == 0.05
     agg = FeedbackAggregate.objects.get(object_id=oid)
     assert agg.total_corrected == 6 and agg.last_negative_signal is not None
 
 
 def test_detection_discount_and_default_method(client_api):
-    oid = new_object(client_api)
-    p = signal(client_api, oid, signal_type="REFERENCED").json()["operation"]["payload"]
+    oid = api_object(client_api)
+    p = api_signal(client_api, oid, signal_type="REFERENCED").json()["operation"]["payload"]
     assert p["detection_method"] == "response_analysis" and p["reliability_class"] == "LOW"
     assert p["gamma_effective"] == 0.04
 
 
 def test_unused_records_and_changes_nothing(client_api):
-    oid = new_object(client_api)
-    r = signal(client_api, oid, signal_type="UNUSED")
+    oid = api_object(client_api)
+    r = api_signal(client_api, oid, signal_type="UNUSED")
     assert r.status_code == 201 and r.json()["effect"] == "unused"
     assert r.json()["operation"]["op_type"] == "FEEDBACK_EVENT"
     assert (
@@ -165,16 +156,16 @@ def test_unused_records_and_changes_nothing(client_api):
 
 
 def test_deprecated_object_signal_is_rejected_not_an_error(client_api, admin_api):
-    oid = new_object(client_api)
+    oid = api_object(client_api)
     admin_api.post(
         f"/api/v1/objects/{oid}/transition", {"to": "DEPRECATED", "reason": "wrong"}, format="json"
     )
-    r = signal(client_api, oid)
+    r = api_signal(client_api, oid)
     assert r.status_code == 201 and r.json()["effect"] == "rejected"
     assert "DEPRECATED" in r.json()["operation"]["payload"]["reason"]
     assert r.json()["object"]["confidence"] == 0.9
     assert not SessionTally.objects.filter(object_id=oid).exists()
-    penalty = signal(client_api, oid, signal_type="CORRECTED")
+    penalty = api_signal(client_api, oid, signal_type="CORRECTED")
     assert penalty.json()["effect"] == "penalized"
 
 
@@ -197,8 +188,8 @@ def test_deprecated_object_signal_is_rejected_not_an_error(client_api, admin_api
     ],
 )
 def test_signal_errors_write_nothing(client_api, patch, code, field):
-    oid = new_object(client_api)
-    r = signal(client_api, oid, **patch)
+    oid = api_object(client_api)
+    r = api_signal(client_api, oid, **patch)
     assert r.status_code == 400, r.content
     assert r.json()["error"]["code"] == code and field in r.json()["error"]["fields"]
     assert Operation.objects.filter(target_id=oid).count() == 1
@@ -206,27 +197,27 @@ def test_signal_errors_write_nothing(client_api, patch, code, field):
 
 
 def test_signal_ts_out_of_order_is_409(client_api):
-    oid = new_object(client_api, ts="2026-05-01T00:00:00Z")
-    assert signal(client_api, oid, ts="2026-05-03T00:00:00Z").status_code == 201
-    r = signal(client_api, oid, ts="2026-05-02T00:00:00Z")
+    oid = api_object(client_api, ts="2026-05-01T00:00:00Z")
+    assert api_signal(client_api, oid, ts="2026-05-03T00:00:00Z").status_code == 201
+    r = api_signal(client_api, oid, ts="2026-05-02T00:00:00Z")
     assert r.status_code == 409 and r.json()["error"]["code"] == "ts_out_of_order"
     assert Operation.objects.filter(target_id=oid).count() == 3
 
 
 def test_signal_roles(operator_api, client_api):
-    oid = new_object(client_api)
-    assert signal(operator_api, oid).status_code == 403
+    oid = api_object(client_api)
+    assert api_signal(operator_api, oid).status_code == 403
 
 
 def test_request_id_makes_a_signal_idempotent(client_api):
-    oid = new_object(client_api)
+    oid = api_object(client_api)
     key = "6f1c2a5e-8d4b-4e7a-9c3f-2b1d0e9a8c7b"
-    first = signal(client_api, oid, request_id=key)
-    again = signal(client_api, oid, request_id=key)
+    first = api_signal(client_api, oid, request_id=key)
+    again = api_signal(client_api, oid, request_id=key)
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json() == first.json()
     assert Operation.objects.filter(target_id=oid, op_type="REINFORCE").count() == 1
-    changed = signal(client_api, oid, request_id=key, signal_type="REFERENCED")
+    changed = api_signal(client_api, oid, request_id=key, signal_type="REFERENCED")
     assert changed.status_code == 409 and changed.json()["error"]["code"] == "idempotency_mismatch"
     assert MemoryObject.objects.get(pk=oid).reinforcement_count == 1
 
@@ -234,14 +225,14 @@ def test_request_id_makes_a_signal_idempotent(client_api):
 def test_request_id_reused_on_another_object_is_409(client_api):
     """The key covers the target in the path: the same body sent to another object is a
     changed request, never the first object's answer with the second object left unchanged."""
-    a, b = new_object(client_api), new_object(client_api)
+    a, b = api_object(client_api), api_object(client_api)
     key = "0b7e8c1a-3f2d-4c5b-9a8e-7d6c5b4a3f2e"
-    first = signal(client_api, a, request_id=key)
+    first = api_signal(client_api, a, request_id=key)
     assert first.status_code == 201
-    other = signal(client_api, b, request_id=key)
+    other = api_signal(client_api, b, request_id=key)
     assert other.status_code == 409, other.content
     assert other.json()["error"]["code"] == "idempotency_mismatch"
     assert MemoryObject.objects.get(pk=b).reinforcement_count == 0
     assert not Operation.objects.filter(target_id=b, op_type="FEEDBACK_EVENT").exists()
-    again = signal(client_api, a, request_id=key)
+    again = api_signal(client_api, a, request_id=key)
     assert again.status_code == 200 and again.json() == first.json()

@@ -1,4 +1,4 @@
-"""Schemathesis against the live server (issue 15): every operation of the published document,
+"""Schemathesis against the live server: every operation of the published document,
 with a token of each role, at least 2,000 generated cases; any 5xx, an undocumented status or
 content type, or an answer off its schema fails the test.
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document (issue 15): valid, warning-free, and exact — real answers of every
+"""The OpenAPI document: valid, warning-free, and exact — real answers of every
 operation, successes and the main errors, validate against it with openapi-core.
 
 Every operation the document lists must appear in ``EXCHANGES`` with a success answer, so an

@@ -1,4 +1,4 @@
-"""GET /metrics (issue 15): who may read it, the exposition format, and counters that move by
+"""GET /metrics: who may read it, the exposition format, and counters that move by
 exactly what was ingested."""
 
 from __future__ import annotations
