@@ -25,6 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from rms.jsondepth import MAX_DEPTH, nesting_depth
+
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 CONTENT_TYPES = (PROTOBUF, JSON)
@@ -118,8 +120,17 @@ def parse_request(data: bytes, media: str) -> ExportTraceServiceRequest:
             ) from None
         return message
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OtlpError(400, "malformed_json", f"The body is not JSON: {exc}.") from None
+    # json recurses once per level: a deep body is refused before it can exhaust the stack.
+    if nesting_depth(text) > MAX_DEPTH:
+        raise OtlpError(
+            400, "malformed_json", f"The JSON is nested more than {MAX_DEPTH} levels deep."
+        )
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
         raise OtlpError(400, "malformed_json", f"The body is not JSON: {exc}.") from None
     if not isinstance(document, dict):
         raise OtlpError(400, "malformed_json", "The body must be a JSON object.")
