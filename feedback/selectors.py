@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db.models import Count, Q, Subquery, Sum
 from django.utils import timezone
 
-from feedback import aggregates, metrics, session_view, utility
+from feedback import aggregates, metrics, retrieval_quality, session_view, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -17,6 +17,7 @@ from feedback.models import (
     FeedbackSession,
     InjectionEvent,
     SessionNamespace,
+    SignalRecord,
     TaskRun,
 )
 from rms import services as core
@@ -147,6 +148,54 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
         "window": {"since": iso(since), "until": iso(until)},
         "metrics": evaluated,
         "warnings": metrics.warnings(evaluated),
+    }
+
+
+# --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
+
+#: Injections read per round trip while streaming a namespace's window.
+RETRIEVAL_CHUNK = 5000
+
+
+def retrieval_rows(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+):
+    """The namespace's injections in the window as ``retrieval_quality.InjectionRow``s; with
+    ``actor_id``, only those of the sessions that API client recorded.
+
+    Two indexed reads over (namespace, ts): the (session, object) pairs with a "used" signal
+    (a session's signals carry its ``ts``), then the injections, streamed."""
+    injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
+    used_signals = _window(
+        SignalRecord.objects.filter(
+            namespace=namespace,
+            feedback_session__isnull=False,
+            signal_type__in=utility.USED_SIGNALS,
+        ),
+        since,
+        until,
+    )
+    if actor_id is not None:
+        clients = ApiClient.objects.filter(name=actor_id).values("pk")
+        injections = injections.filter(session__client__in=clients)
+        used_signals = used_signals.filter(feedback_session__client__in=clients)
+    used = set(used_signals.values_list("feedback_session_id", "object_id").order_by())
+    rows = injections.values_list("session_id", "object_id", "rank_position", "token_cost")
+    for session_id, object_id, rank, cost in rows.order_by().iterator(RETRIEVAL_CHUNK):
+        yield retrieval_quality.InjectionRow(
+            session_id, rank, cost, (session_id, object_id) in used
+        )
+
+
+def namespace_retrieval_quality(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> dict:
+    answer = retrieval_quality.evaluate(retrieval_rows(namespace, since, until, actor_id))
+    return {
+        "namespace": namespace.name,
+        "window": {"since": iso(since), "until": iso(until)},
+        "actor_id": actor_id,
+        **answer,
     }
 
 

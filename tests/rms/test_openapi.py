@@ -416,6 +416,8 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
 
     # metrics, review queue, rank, detect, export
     call("client", "GET", "/api/v1/metrics", 200, query="namespace=support")
+    call("client", "GET", "/api/v1/retrieval-quality", 200, query="namespace=support")
+    call("client", "GET", "/api/v1/retrieval-quality", 403, query="namespace=billing")
     call(
         "client",
         "GET",
