@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q, Subquery, Sum
 from django.utils import timezone
@@ -197,6 +197,45 @@ def namespace_retrieval_quality(
         "actor_id": actor_id,
         **answer,
     }
+
+
+#: The window and the ranks of the retrieval-quality gauges on /metrics.
+RETRIEVAL_GAUGE_WINDOW = timedelta(hours=24)
+RETRIEVAL_GAUGE_RANKS = (1, 2, 3, 4, 5)
+
+
+def retrieval_quality_gauges():
+    """``rms_retrieval_hit_rate``, ``rms_retrieval_mrr`` and ``rms_retrieval_precision_at_rank``
+    per namespace over the last 24 h, read when /metrics is scraped; a figure without data is
+    absent rather than 0 (docs/METRICS.md)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    hit_rate = GaugeMetricFamily(
+        "rms_retrieval_hit_rate",
+        "Share of the last 24 h's feedback sessions with a used injection.",
+        labels=["namespace"],
+    )
+    mrr = GaugeMetricFamily(
+        "rms_retrieval_mrr",
+        "Mean reciprocal rank of the first used injection, last 24 h.",
+        labels=["namespace"],
+    )
+    precision = GaugeMetricFamily(
+        "rms_retrieval_precision_at_rank",
+        "Used injections at a rank / injections at that rank, last 24 h.",
+        labels=["namespace", "rank"],
+    )
+    since = timezone.now() - RETRIEVAL_GAUGE_WINDOW
+    for ns in Namespace.objects.order_by("name"):
+        answer = retrieval_quality.evaluate(retrieval_rows(ns, since))
+        if answer["sessions"]:
+            hit_rate.add_metric([ns.name], answer["hit_rate"])
+            mrr.add_metric([ns.name], answer["mrr"])
+        for rank in RETRIEVAL_GAUGE_RANKS:
+            value = answer["precision_at_rank"].get(str(rank))
+            if value is not None:
+                precision.add_metric([ns.name, str(rank)], value)
+    return [hit_rate, mrr, precision]
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------

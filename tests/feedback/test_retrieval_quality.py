@@ -6,9 +6,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import time_machine
 from rest_framework.test import APIClient
 
-from tests.factories import T0, make_client, make_objects, post, run_without_django, session
+from tests.factories import (
+    T0,
+    make_client,
+    make_namespace,
+    make_objects,
+    post,
+    run_without_django,
+    session,
+)
+from tests.rms.test_telemetry import scrape
 
 URL = "/api/v1/retrieval-quality"
 
@@ -107,6 +117,24 @@ def test_scoped_and_validated(client_api, outsider_api, operator_api, known):
     assert "since" in quality(client_api, status=400, since=at(3), until=at(1))["error"]["fields"]
     resp = client_api.get(URL)
     assert resp.status_code == 400 and "namespace" in resp.json()["error"]["fields"]
+
+
+@pytest.mark.django_db
+def test_prometheus_gauges_per_namespace_over_the_last_24_hours(operator_api, client_api, known):
+    make_namespace("quiet")
+    with time_machine.travel(T0 + timedelta(hours=25, minutes=30), tick=False):
+        found = scrape(operator_api)
+    support = (("namespace", "support"),)
+    # Session 1 (1 h after T0) left the window: sessions 2-4 remain.
+    assert found[("rms_retrieval_hit_rate", support)] == 2 / 3
+    assert found[("rms_retrieval_mrr", support)] == pytest.approx((1 + 0 + 1 / 2) / 3)
+    precision = {
+        dict(labels)["rank"]: v
+        for (name, labels), v in found.items()
+        if name == "rms_retrieval_precision_at_rank" and dict(labels)["namespace"] == "support"
+    }
+    assert precision == {"1": 1 / 3, "2": 2 / 3, "3": 0.0}
+    assert not any(dict(labels).get("namespace") == "quiet" for _, labels in found)
 
 
 def test_pure_module_imports_without_django():
