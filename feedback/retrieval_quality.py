@@ -1,7 +1,8 @@
 """Retrieval quality from injections and signals (``/retrieval-quality``, docs/METRICS.md).
 
-Pure: no Django import. A selector turns a namespace's injections (over a window, for one actor)
-into :class:`InjectionRow` values; :func:`evaluate` turns them into the API's answer.
+Pure: no Django import. A selector counts a namespace's injections (over a window, for one
+actor) by rank (:class:`RankRow`), its sessions, and the best used rank of each session with a
+used injection; :func:`evaluate` turns them into the API's answer.
 
 An injection is *used* when its feedback session has a REFERENCED, CONFIRMED or
 TASK_COMPLETED_WITH signal on its object (``feedback.utility.USED_SIGNALS``, the one definition
@@ -20,51 +21,39 @@ but sits at no rank: it is in no per-rank figure and cannot be the first used on
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
-class InjectionRow:
-    """One injection: its feedback session, rank (None when the client sent none), token cost,
-    and whether the session used its object."""
+class RankRow:
+    """Injections at one rank (None when the client sent none): how many and how many used,
+    with the Σ token_cost of each."""
 
-    session: Hashable
     rank: int | None
+    injections: int
+    used: int
     token_cost: int
-    used: bool
+    used_token_cost: int
 
 
-def evaluate(rows: Iterable[InjectionRow]) -> dict:
+def evaluate(ranks: Iterable[RankRow], sessions: int, hits: Iterable[int | None]) -> dict:
     """``{"sessions", "hit_rate", "mrr", "precision_at_rank", "wasted_tokens_by_rank",
-    "injections_by_rank"}``; per-rank maps are keyed by the rank as text, in rank order."""
-    #: session -> best rank of a used injection (0 when used but unranked, None when unused).
-    best: dict[Hashable, int | None] = {}
-    at_rank: dict[int, int] = {}
-    used_at_rank: dict[int, int] = {}
-    wasted: dict[int, int] = {}
-    for row in rows:
-        first = best.setdefault(row.session, None)
-        if row.used and row.rank is not None and (not first or row.rank < first):
-            best[row.session] = row.rank
-        elif row.used and first is None:
-            best[row.session] = 0
-        if row.rank is None:
-            continue
-        at_rank[row.rank] = at_rank.get(row.rank, 0) + 1
-        if row.used:
-            used_at_rank[row.rank] = used_at_rank.get(row.rank, 0) + 1
-        else:
-            wasted[row.rank] = wasted.get(row.rank, 0) + row.token_cost
-    sessions = len(best)
-    hits = sum(1 for rank in best.values() if rank is not None)
-    reciprocal = sum(1.0 / rank for rank in best.values() if rank)
-    ranks = sorted(at_rank)
+    "injections_by_rank"}`` from the rank rows, the number of sessions with injections, and for
+    each session with a used injection the best (lowest) rank of one (None when none of its
+    used injections has a rank). Per-rank maps are keyed by the rank as text, in rank order."""
+    n_hits = 0
+    reciprocal = 0.0
+    for best in hits:
+        n_hits += 1
+        if best:
+            reciprocal += 1.0 / best
+    rows = sorted((row for row in ranks if row.rank is not None), key=lambda row: row.rank)
     return {
         "sessions": sessions,
-        "hit_rate": hits / sessions if sessions else None,
+        "hit_rate": n_hits / sessions if sessions else None,
         "mrr": reciprocal / sessions if sessions else None,
-        "precision_at_rank": {str(k): used_at_rank.get(k, 0) / at_rank[k] for k in ranks},
-        "wasted_tokens_by_rank": {str(k): wasted.get(k, 0) for k in ranks},
-        "injections_by_rank": {str(k): at_rank[k] for k in ranks},
+        "precision_at_rank": {str(r.rank): r.used / r.injections for r in rows},
+        "wasted_tokens_by_rank": {str(r.rank): r.token_cost - r.used_token_cost for r in rows},
+        "injections_by_rank": {str(r.rank): r.injections for r in rows},
     }

@@ -6,7 +6,7 @@ import contextlib
 import uuid
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, Subquery, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from feedback import aggregates, metrics, retrieval_quality, session_view, utility
@@ -153,44 +153,55 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
 
 # --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
 
-#: Injections read per round trip while streaming a namespace's window.
-RETRIEVAL_CHUNK = 5000
-
 
 def retrieval_rows(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
-):
-    """The namespace's injections in the window as ``retrieval_quality.InjectionRow``s; with
-    ``actor_id``, only those of the sessions that API client recorded.
+) -> tuple[list, int, list]:
+    """The arguments of ``retrieval_quality.evaluate`` for the namespace's injections in the
+    window; with ``actor_id``, only the sessions that API client recorded.
 
-    Two indexed reads over (namespace, ts): the (session, object) pairs with a "used" signal
-    (a session's signals carry its ``ts``), then the injections, streamed."""
+    Grouped queries over the (namespace, ts) index, so no injection row leaves the database;
+    "used" is an EXISTS in WHERE (a semi-join on PostgreSQL, not a probe per row)."""
     injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
-    used_signals = _window(
-        SignalRecord.objects.filter(
-            namespace=namespace,
-            feedback_session__isnull=False,
-            signal_type__in=utility.USED_SIGNALS,
-        ),
-        since,
-        until,
-    )
     if actor_id is not None:
         clients = ApiClient.objects.filter(name=actor_id).values("pk")
         injections = injections.filter(session__client__in=clients)
-        used_signals = used_signals.filter(feedback_session__client__in=clients)
-    used = set(used_signals.values_list("feedback_session_id", "object_id").order_by())
-    rows = injections.values_list("session_id", "object_id", "rank_position", "token_cost")
-    for session_id, object_id, rank, cost in rows.order_by().iterator(RETRIEVAL_CHUNK):
-        yield retrieval_quality.InjectionRow(
-            session_id, rank, cost, (session_id, object_id) in used
+    used = injections.filter(
+        Exists(
+            SignalRecord.objects.filter(
+                feedback_session_id=OuterRef("session_id"),
+                object_id=OuterRef("object_id"),
+                signal_type__in=utility.USED_SIGNALS,
+            )
         )
+    )
+    per_rank = {
+        rank: (n, tokens or 0)
+        for rank, n, tokens in injections.values_list("rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    used_per_rank = {
+        rank: (n, tokens or 0)
+        for rank, n, tokens in used.values_list("rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    ranks = []
+    for rank, (n, tokens) in per_rank.items():
+        n_used, used_tokens = used_per_rank.get(rank, (0, 0))
+        ranks.append(retrieval_quality.RankRow(rank, n, n_used, tokens, used_tokens))
+    sessions = injections.values("session_id").distinct().count()
+    hits = (
+        used.values("session_id").annotate(best=Min("rank_position")).values_list("best", flat=True)
+    )
+    return ranks, sessions, list(hits.order_by())
 
 
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
-    answer = retrieval_quality.evaluate(retrieval_rows(namespace, since, until, actor_id))
+    answer = retrieval_quality.evaluate(*retrieval_rows(namespace, since, until, actor_id))
     return {
         "namespace": namespace.name,
         "window": {"since": iso(since), "until": iso(until)},
@@ -227,7 +238,7 @@ def retrieval_quality_gauges():
     )
     since = timezone.now() - RETRIEVAL_GAUGE_WINDOW
     for ns in Namespace.objects.order_by("name"):
-        answer = retrieval_quality.evaluate(retrieval_rows(ns, since))
+        answer = retrieval_quality.evaluate(*retrieval_rows(ns, since))
         if answer["sessions"]:
             hit_rate.add_metric([ns.name], answer["hit_rate"])
             mrr.add_metric([ns.name], answer["mrr"])

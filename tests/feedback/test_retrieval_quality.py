@@ -140,6 +140,6 @@ def test_prometheus_gauges_per_namespace_over_the_last_24_hours(operator_api, cl
 def test_pure_module_imports_without_django():
     run_without_django(
         "from feedback import retrieval_quality as q\n"
-        "r = q.evaluate([q.InjectionRow('s', 2, 5, True), q.InjectionRow('s', None, 3, False)])\n"
+        "r = q.evaluate([q.RankRow(2, 1, 1, 5, 5), q.RankRow(None, 1, 0, 3, 0)], 1, [2])\n"
         "assert r['mrr'] == 0.5 and r['precision_at_rank'] == {'2': 1.0}, r\n"
     )
