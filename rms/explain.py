@@ -24,9 +24,10 @@ KIND_ADMIN = "admin"
 KIND_DECAY = "decay"
 KINDS = (KIND_SIGNAL, KIND_REJECTED, KIND_ADMIN, KIND_DECAY)
 
-#: The operations the explanation reads: those that move the state, and the FEEDBACK_EVENTs
-#: (a signal refused by the policy leaves only its FEEDBACK_EVENT, with the reason).
-READ_OP_TYPES = frozenset(
+#: The operations the explanation folds: those that move the state. It also reads the
+#: FEEDBACK_EVENTs of refused signals (a refused signal leaves only that, with the reason);
+#: any other operation given is skipped.
+STATE_OP_TYPES = frozenset(
     {
         "OBJECT_CREATED",
         "REINFORCE",
@@ -35,11 +36,9 @@ READ_OP_TYPES = frozenset(
         "UNPIN",
         "EPISTEMIC_TRANSITION",
         "CONDITION_CHANGED",
-        "FEEDBACK_EVENT",
     }
 )
 _SIGNAL_OPS = frozenset({"REINFORCE", "PENALTY"})
-_ADMIN_OPS = frozenset({"PIN", "UNPIN", "EPISTEMIC_TRANSITION", "CONDITION_CHANGED"})
 
 #: Breakdown fields, by the control's name in the answer. Weight cuts first, in policy order.
 _WEIGHT_CONTROLS = (
@@ -150,6 +149,8 @@ def explain(ops: Iterable[replay.OpRecord], *, created_at: datetime, as_of: date
             series[SALIENCE_BASE].add(fold.state.salience_base, fold.state.salience_base, fields)
             series[SALIENCE_EFFECTIVE].add(eff, eff, fields)
             continue
+        if op.op_type not in STATE_OP_TYPES:
+            continue
         before = fold.state
         after = replay.step(fold, op)
         if before is None:
@@ -162,8 +163,6 @@ def explain(ops: Iterable[replay.OpRecord], *, created_at: datetime, as_of: date
             }
             continue
         kind = KIND_SIGNAL if op.op_type in _SIGNAL_OPS else KIND_ADMIN
-        if op.op_type not in _SIGNAL_OPS and op.op_type not in _ADMIN_OPS:
-            continue
         fields = _op_fields(op, kind)
         _decay(series, before, created_at, clock, op.ts)
         clock = op.ts
