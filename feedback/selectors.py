@@ -166,12 +166,17 @@ def retrieval_rows(
     if actor_id is not None:
         clients = ApiClient.objects.filter(name=actor_id).values("pk")
         injections = injections.filter(session__client__in=clients)
+    # A session's signals carry its ts, so the same window bounds them: a semi-join reads the
+    # window's signals through the (namespace, ts) index, not every signal of the namespace.
+    signals = _window(
+        SignalRecord.objects.filter(namespace=namespace, signal_type__in=utility.USED_SIGNALS),
+        since,
+        until,
+    )
     used = injections.filter(
         Exists(
-            SignalRecord.objects.filter(
-                feedback_session_id=OuterRef("session_id"),
-                object_id=OuterRef("object_id"),
-                signal_type__in=utility.USED_SIGNALS,
+            signals.filter(
+                feedback_session_id=OuterRef("session_id"), object_id=OuterRef("object_id")
             )
         )
     )
