@@ -54,21 +54,21 @@ class NotYetCreated(Exception):
     """The operations given do not include the object's creation (``as_of`` before it)."""
 
 
-def _controls(breakdown: policy.Breakdown, series: str) -> list[dict]:
-    """The controls that cut this signal: weight cuts move every series, value cuts (ceiling,
-    floor) only the confidence, the one value they bound."""
-    out = [
-        {"control": name, "cut": getattr(breakdown, attr), "unit": "weight"}
+def _controls(breakdown: policy.Breakdown) -> tuple[list[dict], list[dict]]:
+    """The controls that cut this signal, for the salience series and for the confidence:
+    weight cuts move every series, value cuts (ceiling, floor) only the confidence, the one
+    value they bound."""
+    weight = [
+        {"control": name, "cut": cut, "unit": "weight"}
         for name, attr in _WEIGHT_CONTROLS
-        if getattr(breakdown, attr) > 0.0
+        if (cut := getattr(breakdown, attr)) > 0.0
     ]
-    if series == CONFIDENCE:
-        out += [
-            {"control": name, "cut": getattr(breakdown, attr), "unit": "confidence"}
-            for name, attr in _VALUE_CONTROLS
-            if getattr(breakdown, attr) > 0.0
-        ]
-    return out
+    value = [
+        {"control": name, "cut": cut, "unit": "confidence"}
+        for name, attr in _VALUE_CONTROLS
+        if (cut := getattr(breakdown, attr)) > 0.0
+    ]
+    return weight, weight + value if value else weight
 
 
 def _op_fields(op: replay.OpRecord, kind: str) -> dict:
@@ -113,9 +113,12 @@ class _Series:
         self.steps: list[dict] = []
         self.totals = dict.fromkeys(KINDS, 0.0)
 
-    def add(self, before: float, after: float, fields: dict) -> None:
-        self.steps.append({**fields, "before": before, "after": after})
-        self.totals[fields["kind"]] += after - before
+    def add(self, before: float, after: float, step: dict) -> None:
+        """Append ``step`` (a dict of its own: it is completed in place)."""
+        step["before"] = before
+        step["after"] = after
+        self.steps.append(step)
+        self.totals[step["kind"]] += after - before
         self.value = after
 
     def out(self) -> dict:
@@ -142,12 +145,12 @@ def explain(ops: Iterable[replay.OpRecord], *, created_at: datetime, as_of: date
             if fold.state is None or op.payload.get("effect") != policy.EFFECT_REJECTED:
                 continue
             fields = _op_fields(op, KIND_REJECTED)
-            _decay(series, fold.state, created_at, clock, op.ts)
+            eff = _decay(series, fold.state, created_at, clock, op.ts)
             clock = op.ts
-            eff = policy.salience_effective(fold.state, created_at, op.ts)
-            series[CONFIDENCE].add(fold.state.confidence, fold.state.confidence, fields)
-            series[SALIENCE_BASE].add(fold.state.salience_base, fold.state.salience_base, fields)
-            series[SALIENCE_EFFECTIVE].add(eff, eff, fields)
+            state = fold.state
+            series[CONFIDENCE].add(state.confidence, state.confidence, fields)
+            series[SALIENCE_BASE].add(state.salience_base, state.salience_base, dict(fields))
+            series[SALIENCE_EFFECTIVE].add(eff, eff, dict(fields))
             continue
         if op.op_type not in STATE_OP_TYPES:
             continue
@@ -164,22 +167,23 @@ def explain(ops: Iterable[replay.OpRecord], *, created_at: datetime, as_of: date
             continue
         kind = KIND_SIGNAL if op.op_type in _SIGNAL_OPS else KIND_ADMIN
         fields = _op_fields(op, kind)
-        _decay(series, before, created_at, clock, op.ts)
+        eff_before = _decay(series, before, created_at, clock, op.ts)
         clock = op.ts
         breakdown = fold.breakdown
-        for name, b, a in (
-            (CONFIDENCE, before.confidence, after.confidence),
-            (SALIENCE_BASE, before.salience_base, after.salience_base),
-            (
-                SALIENCE_EFFECTIVE,
-                policy.salience_effective(before, created_at, op.ts),
-                policy.salience_effective(after, created_at, op.ts),
-            ),
-        ):
-            extra = {}
-            if breakdown is not None:
-                extra = {"weight": _weight(op, breakdown), "controls": _controls(breakdown, name)}
-            series[name].add(b, a, {**fields, **extra})
+        if breakdown is None:
+            salience_fields = confidence_fields = fields
+        else:
+            weight = _weight(op, breakdown)
+            salience_controls, confidence_controls = _controls(breakdown)
+            salience_fields = {**fields, "weight": weight, "controls": salience_controls}
+            confidence_fields = {**fields, "weight": weight, "controls": confidence_controls}
+        series[CONFIDENCE].add(before.confidence, after.confidence, dict(confidence_fields))
+        series[SALIENCE_BASE].add(before.salience_base, after.salience_base, dict(salience_fields))
+        series[SALIENCE_EFFECTIVE].add(
+            eff_before,
+            policy.salience_effective(after, created_at, op.ts),
+            salience_fields,  # the other two series took copies
+        )
     if fold.state is None:
         raise NotYetCreated
     _decay(series, fold.state, created_at, clock, as_of)
@@ -200,12 +204,13 @@ def _decay(
     created_at: datetime,
     frm: datetime,
     to: datetime,
-) -> None:
-    """A ``decay`` step on effective salience from ``frm`` to ``to``, when it moved."""
+) -> float:
+    """A ``decay`` step on effective salience from ``frm`` to ``to``, when it moved; returns
+    the value at ``to``."""
     eff = series[SALIENCE_EFFECTIVE]
     after = policy.salience_effective(state, created_at, to)
     if after == eff.value:
-        return
+        return after
     since = state.last_reinforced_at or created_at
     eff.add(
         eff.value,
@@ -220,3 +225,4 @@ def _decay(
             "decay_profile": state.decay_profile,
         },
     )
+    return after
