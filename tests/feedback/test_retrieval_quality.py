@@ -100,6 +100,39 @@ def test_actor_filter_keeps_the_sessions_that_client_recorded(client_api, known)
 
 
 @pytest.mark.django_db
+def test_a_signal_posted_alone_does_not_make_an_injection_used(client_api, known):
+    _, b, *_ = known
+    before = quality(client_api)
+    body = {"signal_type": "CONFIRMED", "session_id": "conv-r3", "ts": at(3)}
+    resp = client_api.post(f"/api/v1/objects/{b}/signals", body, format="json")
+    assert resp.status_code == 201, resp.json()
+    assert quality(client_api) == before
+
+
+@pytest.mark.django_db
+def test_an_unranked_injection_counts_for_its_session_but_at_no_rank(client_api):
+    a, b = make_objects(client_api, 2)
+    body = session("u1", [(a, 40), (b, 30)], [(a, "REFERENCED")])
+    del body["injections"][0]["rank_position"]
+    assert post(client_api, body).status_code == 201
+    got = quality(client_api)
+    assert (got["sessions"], got["hit_rate"], got["mrr"]) == (1, 1.0, 0.0)
+    assert got["precision_at_rank"] == {"2": 0.0}
+    assert got["wasted_tokens_by_rank"] == {"2": 30}
+
+
+@pytest.mark.django_db
+def test_query_count_does_not_grow_with_the_sessions(client_api, known, django_assert_num_queries):
+    quality(client_api)  # warm the token and namespace caches, if any
+    # Auth (2), the namespace, then four grouped reads, however many sessions there are.
+    with django_assert_num_queries(7):
+        quality(client_api, since=at(0))
+    post(client_api, session("more", [(known[0], 40)], [(known[0], "CONFIRMED")], hours=6))
+    with django_assert_num_queries(7):
+        quality(client_api, since=at(0))
+
+
+@pytest.mark.django_db
 def test_no_sessions_means_no_data_not_zero(client_api):
     got = quality(client_api)
     assert got["sessions"] == 0

@@ -316,3 +316,16 @@ def test_explain_is_scoped_and_refuses_bad_times(client_api, outsider_api):
 
 def test_explain_module_imports_without_django():
     run_without_django("import rms.explain, rms.policy, rms.replay")
+
+
+@pytest.mark.django_db
+def test_explain_reads_the_chain_in_one_query_however_long(client_api, django_assert_num_queries):
+    oid = create(client_api)
+    signal(client_api, oid, "CONFIRMED", START + timedelta(days=1))
+    # Auth (2), the object with its namespace, then one read of the chain.
+    with django_assert_num_queries(4):
+        explain(client_api, oid)
+    for day in range(2, 12):
+        signal(client_api, oid, "REFERENCED", START + timedelta(days=day), session_id=f"s-{day}")
+    with django_assert_num_queries(4):
+        explain(client_api, oid)
