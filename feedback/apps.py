@@ -22,4 +22,8 @@ class FeedbackConfig(AppConfig):
         from rms.telemetry import register_state_reader
 
         register_state_reader(task_run_gauges)
+
+        from feedback.selectors import retrieval_quality_gauges
+
+        register_state_reader(retrieval_quality_gauges)
         register_health_extra("worker", worker_liveness)

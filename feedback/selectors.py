@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, Subquery, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from feedback import aggregates, metrics, session_view, utility
+from feedback import aggregates, metrics, retrieval_quality, session_view, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -17,6 +17,7 @@ from feedback.models import (
     FeedbackSession,
     InjectionEvent,
     SessionNamespace,
+    SignalRecord,
     TaskRun,
 )
 from rms import services as core
@@ -148,6 +149,109 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
         "metrics": evaluated,
         "warnings": metrics.warnings(evaluated),
     }
+
+
+# --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
+
+
+def retrieval_rows(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> tuple[list, int, list]:
+    """The arguments of ``retrieval_quality.evaluate`` for the namespace's injections in the
+    window; with ``actor_id``, only the sessions that API client recorded.
+
+    Grouped queries over the (namespace, ts) index, so no injection row leaves the database;
+    "used" is an EXISTS in WHERE (a semi-join on PostgreSQL, not a probe per row)."""
+    injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
+    if actor_id is not None:
+        clients = ApiClient.objects.filter(name=actor_id).values("pk")
+        injections = injections.filter(session__client__in=clients)
+    # A session's signals carry its ts, so the same window bounds them: a semi-join reads the
+    # window's signals through the (namespace, ts) index, not every signal of the namespace.
+    signals = _window(
+        SignalRecord.objects.filter(namespace=namespace, signal_type__in=utility.USED_SIGNALS),
+        since,
+        until,
+    )
+    used = injections.filter(
+        Exists(
+            signals.filter(
+                feedback_session_id=OuterRef("session_id"), object_id=OuterRef("object_id")
+            )
+        )
+    )
+    per_rank = {
+        rank: (n, tokens or 0)
+        for rank, n, tokens in injections.values_list("rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    used_per_rank = {
+        rank: (n, tokens or 0)
+        for rank, n, tokens in used.values_list("rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    ranks = []
+    for rank, (n, tokens) in per_rank.items():
+        n_used, used_tokens = used_per_rank.get(rank, (0, 0))
+        ranks.append(retrieval_quality.RankRow(rank, n, n_used, tokens, used_tokens))
+    sessions = injections.values("session_id").distinct().count()
+    hits = (
+        used.values("session_id").annotate(best=Min("rank_position")).values_list("best", flat=True)
+    )
+    return ranks, sessions, list(hits.order_by())
+
+
+def namespace_retrieval_quality(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> dict:
+    answer = retrieval_quality.evaluate(*retrieval_rows(namespace, since, until, actor_id))
+    return {
+        "namespace": namespace.name,
+        "window": {"since": iso(since), "until": iso(until)},
+        "actor_id": actor_id,
+        **answer,
+    }
+
+
+#: The window and the ranks of the retrieval-quality gauges on /metrics.
+RETRIEVAL_GAUGE_WINDOW = timedelta(hours=24)
+RETRIEVAL_GAUGE_RANKS = (1, 2, 3, 4, 5)
+
+
+def retrieval_quality_gauges():
+    """``rms_retrieval_hit_rate``, ``rms_retrieval_mrr`` and ``rms_retrieval_precision_at_rank``
+    per namespace over the last 24 h, read when /metrics is scraped; a figure without data is
+    absent rather than 0 (docs/METRICS.md)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    hit_rate = GaugeMetricFamily(
+        "rms_retrieval_hit_rate",
+        "Share of the last 24 h's feedback sessions with a used injection.",
+        labels=["namespace"],
+    )
+    mrr = GaugeMetricFamily(
+        "rms_retrieval_mrr",
+        "Mean reciprocal rank of the first used injection, last 24 h.",
+        labels=["namespace"],
+    )
+    precision = GaugeMetricFamily(
+        "rms_retrieval_precision_at_rank",
+        "Used injections at a rank / injections at that rank, last 24 h.",
+        labels=["namespace", "rank"],
+    )
+    since = timezone.now() - RETRIEVAL_GAUGE_WINDOW
+    for ns in Namespace.objects.order_by("name"):
+        answer = retrieval_quality.evaluate(*retrieval_rows(ns, since))
+        if answer["sessions"]:
+            hit_rate.add_metric([ns.name], answer["hit_rate"])
+            mrr.add_metric([ns.name], answer["mrr"])
+        for rank in RETRIEVAL_GAUGE_RANKS:
+            value = answer["precision_at_rank"].get(str(rank))
+            if value is not None:
+                precision.add_metric([ns.name, str(rank)], value)
+    return [hit_rate, mrr, precision]
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------

@@ -263,6 +263,26 @@ class TallyLedger:
 
 
 @dataclass(frozen=True)
+class Breakdown:
+    """What each control of SPEC §3/§4 did to one signal, as the policy applied it.
+
+    Weight cuts are in the units of γ or δ, in the order the controls apply (reliability, then
+    correlation, then repeat, then the session cap), so ``weight_asked`` minus the four cuts is
+    ``weight_applied``. ``ceiling_cut`` and ``floor_cut`` are in confidence units: how much the
+    ceiling held the new confidence down, and how much of the penalty the floor held back.
+    """
+
+    weight_asked: float
+    weight_applied: float
+    reliability_cut: float = 0.0
+    correlation_cut: float = 0.0
+    repeat_cut: float = 0.0
+    session_cap_cut: float = 0.0
+    ceiling_cut: float = 0.0
+    floor_cut: float = 0.0
+
+
+@dataclass(frozen=True)
 class Outcome:
     effect: str
     #: None only from :func:`neutral_outcome`, which reads neither.
@@ -270,6 +290,8 @@ class Outcome:
     tally: SessionTally | None
     payload: dict
     reason: str | None = None
+    #: What each control did (REINFORCE and PENALTY outcomes only).
+    breakdown: Breakdown | None = None
 
     @property
     def op_type(self) -> str | None:
@@ -382,6 +404,7 @@ def reinforce(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcom
     ceiling = ceiling_for(state.epistemic_type)
     assert ceiling is not None
     c_new = c + gamma_eff * (1.0 - c)
+    c_raw = c_new
     ceiling_applied = False
     if c_new > ceiling:
         c_new = max(c, ceiling)
@@ -429,7 +452,16 @@ def reinforce(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcom
         "provenance_missing": provenance_missing,
         "evidence_ids": sorted(signal_evidence),
     }
-    return Outcome(EFFECT_REINFORCED, new_state, new_tally, payload)
+    breakdown = Breakdown(
+        weight_asked=gamma0,
+        weight_applied=gamma_eff,
+        reliability_cut=gamma0 - gamma1,
+        correlation_cut=gamma1 - gamma2,
+        repeat_cut=gamma2 - gamma3,
+        session_cap_cut=gamma3 - gamma_eff,
+        ceiling_cut=c_raw - c_new if gamma_eff > 0 else 0.0,
+    )
+    return Outcome(EFFECT_REINFORCED, new_state, new_tally, payload, breakdown=breakdown)
 
 
 # --- SPEC §4: penalty -----------------------------------------------------------------------------
@@ -444,6 +476,7 @@ def penalize(state: ObjectState, signal: Signal, tally: SessionTally | None = No
     c = state.confidence
     s = state.salience_base
     c_new = c * (1.0 - delta)
+    c_raw = c_new
     floor_applied = False
     if signal.signal_type == CORRECTED:
         floored = min(c, max(CORRECTED_FLOOR, c_new))
@@ -468,7 +501,19 @@ def penalize(state: ObjectState, signal: Signal, tally: SessionTally | None = No
         "evidence_ids": sorted(set(signal.evidence_ids)),
         "policy_version": POLICY_VERSION,
     }
-    return Outcome(EFFECT_PENALIZED, new_state, SessionTally() if tally is None else tally, payload)
+    breakdown = Breakdown(
+        weight_asked=spec.base_weight,
+        weight_applied=delta,
+        reliability_cut=spec.base_weight - delta,
+        floor_cut=c_new - c_raw,
+    )
+    return Outcome(
+        EFFECT_PENALIZED,
+        new_state,
+        SessionTally() if tally is None else tally,
+        payload,
+        breakdown=breakdown,
+    )
 
 
 def apply_signal(state: ObjectState, signal: Signal, tally: SessionTally) -> Outcome:

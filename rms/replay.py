@@ -85,6 +85,7 @@ class OpRecord:
     session_id: str | None
     payload: dict
     state: dict | None = None
+    id: str | None = None
 
 
 @dataclass
@@ -99,6 +100,8 @@ class Fold:
     state: policy.ObjectState | None = None
     version: int = 0
     tallies: dict[str, policy.SessionTally] = field(default_factory=dict)
+    #: What the controls did to the signal of the last operation folded (None for any other).
+    breakdown: policy.Breakdown | None = None
 
 
 class ReplayError(Exception):
@@ -121,6 +124,7 @@ def signal_from_op(op: OpRecord) -> policy.Signal:
 def step(fold: Fold, op: OpRecord) -> policy.ObjectState:
     """Advance ``fold`` by one operation and return the state after it."""
     p = op.payload
+    fold.breakdown = None
     if op.op_type == "OBJECT_CREATED":
         fold.state = policy.ObjectState(
             epistemic_type=p["epistemic_type"],
@@ -138,8 +142,11 @@ def step(fold: Fold, op: OpRecord) -> policy.ObjectState:
         outcome = policy.reinforce(fold.state, signal, tally)
         fold.state = outcome.state
         fold.tallies[signal.session_id] = outcome.tally
+        fold.breakdown = outcome.breakdown
     elif op.op_type == "PENALTY":
-        fold.state = policy.penalize(fold.state, signal_from_op(op)).state
+        outcome = policy.penalize(fold.state, signal_from_op(op))
+        fold.state = outcome.state
+        fold.breakdown = outcome.breakdown
     elif op.op_type == "PIN":
         fold.state = policy.pin(fold.state, p.get("confidence_requested"))
     elif op.op_type == "UNPIN":

@@ -132,6 +132,38 @@ class MetricsOut(serializers.Serializer):
     warnings = MetricWarning(many=True)
 
 
+class RetrievalQualityOut(serializers.Serializer):
+    """Retrieval quality over a namespace's injections (docs/METRICS.md). An injection is
+    *used* when its feedback session has a REFERENCED, CONFIRMED or TASK_COMPLETED_WITH signal
+    on its object."""
+
+    namespace = serializers.CharField()
+    window = MetricWindow()
+    actor_id = serializers.CharField(allow_null=True)
+    sessions = serializers.IntegerField(
+        help_text="Feedback sessions with at least one injection of this namespace in the window."
+    )
+    hit_rate = serializers.FloatField(
+        allow_null=True, help_text="Share of those sessions with a used injection; null: none."
+    )
+    mrr = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean over those sessions of 1 / rank of the best-ranked used injection "
+        "(0 when none was used); null when there is no session.",
+    )
+    precision_at_rank = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Rank (as text) → used injections at that rank / injections at that rank.",
+    )
+    wasted_tokens_by_rank = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Rank → Σ token_cost of the injections at that rank that were not used.",
+    )
+    injections_by_rank = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Rank → injections at that rank."
+    )
+
+
 class RankResult(serializers.Serializer):
     object_id = serializers.UUIDField()
     score = serializers.FloatField()

@@ -20,6 +20,7 @@ urlpatterns = [
     path("metrics", views.MetricsView.as_view(), name="metrics"),
     path("alerts", views.AlertListView.as_view(), name="alerts"),
     path("review-queue", views.ReviewQueueView.as_view(), name="review-queue"),
+    path("retrieval-quality", views.RetrievalQualityView.as_view(), name="retrieval-quality"),
     path("rank", views.RankView.as_view(), name="rank"),
     path("detect", views.DetectView.as_view(), name="detect"),
     path("export/<str:kind>.csv", views.ExportView.as_view(), name="export"),

@@ -225,6 +225,35 @@ class MetricsView(APIView):
         return Response(selectors.namespace_metrics(ns, since, until))
 
 
+class RetrievalQualityView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="retrieval_quality",
+        parameters=[
+            core_openapi.NAMESPACE,
+            core_openapi.time_param("since", "Injections at or after this time."),
+            core_openapi.time_param("until", "Injections at or before this time."),
+            core_openapi.query(
+                "actor_id", description="Only the sessions this API client recorded."
+            ),
+        ],
+        responses={200: openapi.RetrievalQualityOut},
+        description="Whether retrieval serves memories the model uses, and at which rank it "
+        "fails, from the namespace's injections and the signals of their sessions: precision "
+        "at each rank, MRR of the first used memory, hit rate, and the tokens spent at each "
+        "rank on memories that were not used.",
+    )
+    def get(self, request):
+        ns = namespace_param(request)
+        since = parse_time_param(request, "since")
+        until = parse_time_param(request, "until")
+        if since and until and since > until:
+            raise ValidationError({"since": ["Must not be after until."]})
+        actor_id = request.query_params.get("actor_id") or None
+        return Response(selectors.namespace_retrieval_quality(ns, since, until, actor_id))
+
+
 class ReviewQueueView(APIView):
     roles = {"GET": (OPERATOR, ADMIN)}
 

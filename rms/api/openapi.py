@@ -182,6 +182,96 @@ class ObjectStateOut(serializers.Serializer):
     operation = OperationRef()
 
 
+class ExplainWeight(serializers.Serializer):
+    name = _choice(("gamma", "delta"))
+    asked = serializers.FloatField(help_text="The signal type's base weight (γ0 or δ base).")
+    applied = serializers.FloatField(help_text="γ_eff or δ as applied.")
+
+
+class ExplainControl(serializers.Serializer):
+    control = _choice(
+        (
+            "reliability_discount",
+            "correlation_discount",
+            "repeat_diminishing",
+            "session_cap",
+            "ceiling",
+            "floor",
+        )
+    )
+    cut = serializers.FloatField(
+        help_text="How much this control took away: from the weight (unit `weight`), or from "
+        "the confidence change (unit `confidence`: what the ceiling held down, or the part of "
+        "a penalty the floor held back)."
+    )
+    unit = _choice(("weight", "confidence"))
+
+
+#: ``from`` is a Python keyword, so this one is declared by ``type``.
+ExplainChange = type(
+    "ExplainChange",
+    (serializers.Serializer,),
+    {"from": serializers.CharField(allow_null=True), "to": serializers.CharField()},
+)
+
+
+class ExplainStep(serializers.Serializer):
+    kind = _choice(
+        ("signal", "rejected", "admin", "decay"),
+        help_text="`signal` a REINFORCE or PENALTY; `rejected` a signal the policy refused "
+        "(nothing moved); `admin` a pin, unpin, transition or condition change; `decay` the "
+        "read-time decay of effective salience over a stretch of time.",
+    )
+    operation_id = serializers.UUIDField(allow_null=True)
+    op_type = serializers.CharField(allow_null=True)
+    ts = serializers.DateTimeField()
+    before = serializers.FloatField()
+    after = serializers.FloatField()
+    actor_id = serializers.CharField(required=False)
+    actor_type = serializers.CharField(required=False)
+    signal_type = serializers.CharField(required=False)
+    detection_method = serializers.CharField(required=False)
+    session_id = serializers.CharField(required=False, allow_null=True)
+    reason = serializers.CharField(required=False, allow_null=True)
+    weight = ExplainWeight(required=False)
+    controls = ExplainControl(many=True, required=False)
+    from_ts = serializers.DateTimeField(required=False, help_text="`decay`: start of the stretch.")
+    days_since_reinforcement = serializers.FloatField(required=False)
+    decay_profile = serializers.CharField(required=False)
+    change = ExplainChange(required=False, help_text="`admin`: a transition's or condition's.")
+    confidence_requested = serializers.FloatField(required=False, allow_null=True)
+
+
+class ExplainTotals(serializers.Serializer):
+    signal = serializers.FloatField()
+    rejected = serializers.FloatField()
+    admin = serializers.FloatField()
+    decay = serializers.FloatField()
+    change = serializers.FloatField(help_text="`final` − `start`.")
+
+
+class ExplainSeries(serializers.Serializer):
+    start = serializers.FloatField(help_text="The value at creation.")
+    steps = ExplainStep(many=True, help_text="`after` of each is `before` of the next.")
+    final = serializers.FloatField(help_text="The object's value at `as_of`.")
+    totals = ExplainTotals(help_text="Σ (after − before) by kind of step.")
+
+
+class ExplainOut(serializers.Serializer):
+    """Why the object's confidence and salience are what they are, from its chain."""
+
+    id = serializers.UUIDField()
+    namespace = serializers.CharField()
+    as_of = serializers.DateTimeField()
+    epistemic_type = _choice(policy.EPISTEMIC_TYPES)
+    decay_profile = _choice(policy.DECAY_PROFILES)
+    pinned = serializers.BooleanField()
+    last_reinforced_at = serializers.DateTimeField(allow_null=True)
+    confidence = ExplainSeries()
+    salience_base = ExplainSeries()
+    salience_effective = ExplainSeries()
+
+
 class HealthOut(serializers.Serializer):
     status = _choice(("ok", "degraded"))
     database = _choice(("ok", "unavailable"))

@@ -26,6 +26,11 @@ urlpatterns = [
     path("objects/<str:object_id>", views.ObjectDetailView.as_view(), name="object-detail"),
     path("objects/<str:object_id>/state", views.ObjectStateView.as_view(), name="object-state"),
     path(
+        "objects/<str:object_id>/explain",
+        views.ObjectExplainView.as_view(),
+        name="object-explain",
+    ),
+    path(
         "objects/<str:object_id>/operations",
         views.ObjectOperationsView.as_view(),
         name="object-operations",

@@ -16,7 +16,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 
-from rms import extensions, health, oplog, services, telemetry
+from rms import extensions, health, oplog, selectors, services, telemetry
 from rms.api import openapi, pagination, parsers, serializers
 from rms.api.base import APIView
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
@@ -248,6 +248,31 @@ class ObjectStateView(APIView):
             raise NotFound("The object did not exist at that time.")
         version = oplog.version_as_of(obj.pk, as_of, op)
         return Response(serializers.state_as_of_out(obj, op, as_of, version))
+
+
+class ObjectExplainView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="objects_explain",
+        parameters=[openapi.time_param("as_of", "Explain the values at this time (default: now).")],
+        responses={200: openapi.ExplainOut},
+        description="Why the object's confidence, salience_base and effective salience are what "
+        "they are: the value at creation (`start`), then each operation that moved it, with "
+        "the signal, actor, session, the weight (γ or δ) asked and applied and each control "
+        "that cut it (reliability discount, correlation discount, repeat diminishing, session "
+        "cap, ceiling, floor), and for effective salience the read-time decay between them. "
+        "Steps chain (`after` of one is `before` of the next) from `start` to `final`, and "
+        "`final` is the object's value at `as_of`. 404 when `as_of` is before the object "
+        "existed.",
+    )
+    def get(self, request, object_id: str):
+        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        as_of = parse_time_param(request, "as_of") or timezone.now()
+        answer = selectors.object_explanation(obj, as_of)
+        if answer is None:
+            raise NotFound("The object did not exist at that time.")
+        return Response(answer)
 
 
 class ObjectOperationsView(APIView):

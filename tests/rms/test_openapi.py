@@ -350,6 +350,10 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("client", "POST", signals, 409, object_id=a, body={**sig, "signal_type": "CORRECTED"})
     call("client", "POST", signals, 400, object_id=a, body={"signal_type": "NOPE"})
     call("operator", "POST", signals, 403, object_id=a, body=sig)
+    explained = "/api/v1/objects/{object_id}/explain"
+    call("client", "GET", explained, 200, object_id=a)
+    call("client", "GET", explained, 404, object_id=a, query="as_of=2020-01-01T00:00:00Z")
+    call("client", "GET", explained, 400, object_id=a, query="as_of=yesterday")
     unknown = {**sig, "request_id": str(uuid.uuid4())}
     call("client", "POST", signals, 404, object_id=str(uuid.uuid4()), body=unknown)
 
@@ -412,6 +416,8 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
 
     # metrics, review queue, rank, detect, export
     call("client", "GET", "/api/v1/metrics", 200, query="namespace=support")
+    call("client", "GET", "/api/v1/retrieval-quality", 200, query="namespace=support")
+    call("client", "GET", "/api/v1/retrieval-quality", 403, query="namespace=billing")
     call(
         "client",
         "GET",
