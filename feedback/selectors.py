@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from feedback import aggregates, metrics, retrieval_quality, session_view, utility
+from feedback import aggregates, metrics, retrieval, retrieval_quality, session_view, utility
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -361,14 +361,41 @@ def task_run_gauges():
     return [runs]
 
 
+def ranking_inputs(obj, agg) -> retrieval.RankingInputs:
+    """One object's ranking inputs (its row and its aggregate, which may not exist yet)."""
+    return retrieval.RankingInputs(
+        epistemic_type=obj.epistemic_type,
+        condition_state=obj.condition_state,
+        confidence=obj.confidence,
+        salience_base=obj.salience_base,
+        reinforcement_boost=obj.reinforcement_boost,
+        decay_profile=obj.decay_profile,
+        pinned=obj.pinned,
+        last_reinforced_at=obj.last_reinforced_at,
+        created_at=obj.created_at,
+        utility=agg.utility if agg else utility.UTILITY_START,
+        uses=agg.uses if agg else 0,
+        last_use_at=agg.last_use_at if agg else None,
+    )
+
+
+def namespace_profile(ns: Namespace) -> retrieval.Profile:
+    """The namespace's retrieval profile; 409 when what is stored is not a valid one."""
+    try:
+        return retrieval.profile_from(ns.weights or None, ns.retrieval or None)
+    except ValueError as exc:
+        raise DomainError("bad_namespace_weights", str(exc), 409) from exc
+
+
 def rank_candidates(
     client: ApiClient, namespace: str, candidates: list[dict], *, now: datetime | None = None
 ) -> dict:
-    """The SPEC §12 ranking of ``candidates`` (``object_id``, ``similarity``) in ``namespace``:
-    similarity, hotness (uses, not injections) and utility, weighted by the namespace's weights;
-    best first, ties by object id. 403 for a namespace the client may not read, 400 for an
-    unknown namespace or a candidate outside it, 409 when the namespace's weights are invalid.
-    Read-only: two queries (objects, aggregates) after the namespace."""
+    """The ranking of ``candidates`` (``object_id``, ``similarity``) in ``namespace`` by its
+    retrieval profile (SPEC §12) at the clock ``now``: eligible first, best score first, ties
+    by object id; each result says whether it is eligible and why not. 403 for a namespace the
+    client may not read, 400 for an unknown namespace or a candidate outside it, 409 when the
+    namespace's profile is invalid. Read-only: two queries (objects, aggregates) after the
+    namespace."""
     if not client.can_see(namespace):
         raise Forbidden(f"You may not read namespace {namespace!r}.")
     ns = Namespace.objects.filter(name=namespace).first()
@@ -382,29 +409,33 @@ def rank_candidates(
     ids = [c["object_id"] for c in candidates]
     objs = core.visible_objects(client, ids, "candidates", namespace=ns)
     aggs = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=ids)}
-    try:
-        weights = utility.resolve_weights(ns.weights or None)
-    except ValueError as exc:
-        raise DomainError("bad_namespace_weights", str(exc), 409) from exc
+    profile = namespace_profile(ns)
     now = now or timezone.now()
     results = []
     for cand in candidates:
-        obj, agg = objs[cand["object_id"]], aggs.get(cand["object_id"])
-        uses = agg.uses if agg else 0
-        util = agg.utility if agg else utility.UTILITY_START
-        hot = utility.hotness(uses, agg.last_use_at if agg else None, obj.created_at, now)
+        obj = objs[cand["object_id"]]
+        inputs = ranking_inputs(obj, aggs.get(cand["object_id"]))
+        ranked = retrieval.rank_one(inputs, cand["similarity"], now, profile)
         results.append(
             {
                 "object_id": str(obj.pk),
-                "score": utility.rank_score(cand["similarity"], hot, util, weights),
+                "score": ranked.score,
+                "eligible": ranked.eligible,
+                "reason": ranked.reason,
                 "similarity": cand["similarity"],
-                "hotness": hot,
-                "utility": util,
+                "hotness": ranked.hotness,
+                "utility": inputs.utility,
                 "confidence": obj.confidence,
+                "salience_effective": ranked.salience_effective,
             }
         )
-    results.sort(key=lambda r: (-r["score"], r["object_id"]))
-    return {"namespace": ns.name, "results": results}
+    results.sort(key=lambda r: retrieval.order_key(r["eligible"], r["score"], r["object_id"]))
+    return {
+        "namespace": ns.name,
+        "now": iso(now),
+        "profile": retrieval.profile_out(profile),
+        "results": results,
+    }
 
 
 def stored_request_ids(client: ApiClient, request_ids: set) -> set:

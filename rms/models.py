@@ -39,6 +39,9 @@ class Namespace(models.Model):
     relevance_threshold = models.FloatField(default=0.2)
     alert_thresholds = models.JSONField(default=dict, blank=True)
     weights = models.JSONField(default=dict, blank=True)
+    # The retrieval profile's eligibility rules (``rms.retrieval_rules``); its weights are
+    # ``weights``. Empty: the defaults of ``feedback.retrieval.Profile``.
+    retrieval = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # The namespace's own operation chain (alerts, API.md "The closed loop"): ``uid`` is its
     # target id in the log, ``head_hash`` and ``last_op_ts`` as on an object.

@@ -23,6 +23,7 @@ def namespace_out(ns: Namespace) -> dict:
         "relevance_threshold": ns.relevance_threshold,
         "alert_thresholds": ns.alert_thresholds,
         "weights": ns.weights,
+        "retrieval": ns.retrieval,
         "created_at": iso(ns.created_at),
     }
 

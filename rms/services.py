@@ -107,6 +107,7 @@ def namespace_create(
     relevance_threshold: float | None = None,
     alert_thresholds: dict | None = None,
     weights: dict | None = None,
+    retrieval: dict | None = None,
 ) -> Namespace:
     ns = Namespace(name=name)
     if ignore_threshold is not None:
@@ -115,6 +116,7 @@ def namespace_create(
         ns.relevance_threshold = relevance_threshold
     ns.alert_thresholds = alert_thresholds or {}
     ns.weights = weights or {}
+    ns.retrieval = retrieval or {}
     try:
         with transaction.atomic():
             ns.save()

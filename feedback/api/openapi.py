@@ -167,14 +167,28 @@ class RetrievalQualityOut(serializers.Serializer):
 class RankResult(serializers.Serializer):
     object_id = serializers.UUIDField()
     score = serializers.FloatField()
+    eligible = serializers.BooleanField()
+    reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why not eligible: deprecated, condition_not_met, below_confidence_floor.",
+    )
     similarity = serializers.FloatField()
     hotness = serializers.FloatField()
     utility = serializers.FloatField()
     confidence = serializers.FloatField()
+    salience_effective = serializers.FloatField()
+
+
+class RankProfile(serializers.Serializer):
+    weights = serializers.DictField(child=serializers.FloatField())
+    confidence_floor = serializers.FloatField()
+    conditions = serializers.CharField()
 
 
 class RankOut(serializers.Serializer):
     namespace = serializers.CharField()
+    now = serializers.DateTimeField()
+    profile = RankProfile()
     results = RankResult(many=True)
 
 

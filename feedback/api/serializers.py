@@ -123,6 +123,10 @@ class RankCandidateIn(StrictSerializer):
 class RankIn(StrictSerializer):
     namespace = StrictCharField(max_length=100)
     candidates = serializers.ListField(child=RankCandidateIn(), min_length=1, max_length=1000)
+    now = serializers.DateTimeField(
+        required=False,
+        help_text="The clock decay and hotness are computed at (default: the server's clock).",
+    )
 
 
 class DetectIn(StrictSerializer):

@@ -286,10 +286,12 @@ class RankView(APIView):
         responses={200: openapi.RankOut, 409: core_openapi.error("Bad namespace weights.")},
     )
     def post(self, request):
-        """Scores by SPEC §12: similarity, hotness (uses, not injections) and utility."""
+        """Scores by the namespace's retrieval profile (SPEC §12), with eligibility."""
         data = validated(serializers.RankIn, request.data)
         return Response(
-            selectors.rank_candidates(request.auth, data["namespace"], data["candidates"])
+            selectors.rank_candidates(
+                request.auth, data["namespace"], data["candidates"], now=data.get("now")
+            )
         )
 
 

@@ -5,18 +5,18 @@ ranking score.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from feedback.retrieval import DEFAULT_PROFILE, RankingInputs, rank_one
 from feedback.utility import (
     OUTCOME_FAILED,
     OUTCOME_PARTIAL,
     OUTCOME_SUCCESS,
     UTILITY_START,
-    hotness,
-    rank_score,
 )
 from rms.policy import (
     ASSERTED,
@@ -101,9 +101,25 @@ class SimObject:
 
 
 def sim_score(obj: SimObject, similarity: float, now: datetime) -> float:
-    """SPEC §14: the §12 ranking score times confidence."""
-    hot = hotness(obj.uses, obj.last_use_at, obj.created_at, now)
-    return rank_score(similarity, hot, obj.utility) * obj.state.confidence
+    """The score ``/rank`` gives with the default retrieval profile (SPEC §12, one pure
+    function); an ineligible object ranks after every eligible one, as ``/rank`` orders them."""
+    state = obj.state
+    inputs = RankingInputs(
+        epistemic_type=state.epistemic_type,
+        condition_state=state.condition_state,
+        confidence=state.confidence,
+        salience_base=state.salience_base,
+        reinforcement_boost=state.reinforcement_boost,
+        decay_profile=state.decay_profile,
+        pinned=state.pinned,
+        last_reinforced_at=state.last_reinforced_at,
+        created_at=obj.created_at,
+        utility=obj.utility,
+        uses=obj.uses,
+        last_use_at=obj.last_use_at,
+    )
+    ranked = rank_one(inputs, similarity, now, DEFAULT_PROFILE)
+    return ranked.score if ranked.eligible else -math.inf
 
 
 def top_indices(scores: Sequence[float], k: int) -> list[int]:

@@ -74,6 +74,9 @@ class NamespaceOut(serializers.Serializer):
     relevance_threshold = serializers.FloatField()
     alert_thresholds = serializers.DictField(child=serializers.FloatField())
     weights = serializers.DictField(child=serializers.FloatField())
+    retrieval = serializers.DictField(
+        help_text="The retrieval profile's eligibility rules: confidence_floor, conditions."
+    )
     created_at = serializers.DateTimeField()
 
 

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from rms import policy
+from rms import policy, retrieval_rules
 from rms.api import parsers
 from rms.representations import (  # noqa: F401 - the API's output shapes, re-exported
     namespace_out,
@@ -198,7 +198,13 @@ METRIC_NAMES = (
     "budget_waste_ratio",
     "unused_injection_rate",
 )
-WEIGHT_NAMES = ("similarity", "hotness", "utility")
+
+
+class RetrievalRulesIn(StrictSerializer):
+    """The retrieval profile's eligibility rules (SPEC §12; DEPRECATED is never eligible)."""
+
+    confidence_floor = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    conditions = serializers.ChoiceField(choices=retrieval_rules.CONDITIONS, required=False)
 
 
 class NamespaceIn(StrictSerializer):
@@ -211,6 +217,7 @@ class NamespaceIn(StrictSerializer):
     weights = serializers.DictField(
         child=FiniteFloatField(min_value=0.0, max_value=1.0), required=False
     )
+    retrieval = RetrievalRulesIn(required=False)
 
     def validate_alert_thresholds(self, value: dict) -> dict:
         unknown = sorted(set(value) - set(METRIC_NAMES))
@@ -219,7 +226,7 @@ class NamespaceIn(StrictSerializer):
         return value
 
     def validate_weights(self, value: dict) -> dict:
-        unknown = sorted(set(value) - set(WEIGHT_NAMES))
+        unknown = sorted(set(value) - set(retrieval_rules.WEIGHT_NAMES))
         if unknown:
             raise serializers.ValidationError(f"Unknown weights: {', '.join(unknown)}.")
         return value

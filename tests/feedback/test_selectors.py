@@ -28,7 +28,10 @@ def test_rank_without_feedback_uses_the_start_utility_and_hotness_from_creation(
     top = ranked["results"][0]
     assert top["hotness"] == pytest.approx(0.25, abs=1e-15)
     assert (top["utility"], top["confidence"], top["similarity"]) == (0.5, 0.75, 0.6)
-    assert top["score"] == pytest.approx(0.45 * 0.6 + 0.30 * 0.25 + 0.25 * 0.5, abs=1e-15)
+    # The default profile of a new namespace: SPEC §12's weights plus 0.30 · confidence.
+    assert top["score"] == pytest.approx(
+        0.45 * 0.6 + 0.30 * 0.25 + 0.25 * 0.5 + 0.30 * 0.75, abs=1e-15
+    )
 
 
 def test_rank_reads_uses_and_utility_from_the_aggregates(client_api):

@@ -279,7 +279,8 @@ def test_rank_scores(client_api, namespace):
     by = {r["object_id"]: r for r in res}
     assert by[a]["utility"] == 0.55 and by[b]["utility"] == 0.49
     assert by[a]["score"] == pytest.approx(
-        0.45 * 0.2 + 0.30 * by[a]["hotness"] + 0.25 * 0.55, abs=1e-15
+        0.45 * 0.2 + 0.30 * by[a]["hotness"] + 0.25 * 0.55 + 0.30 * by[a]["confidence"],
+        abs=1e-15,
     )
     assert [r["object_id"] for r in res] == sorted(by, key=lambda k: -by[k]["score"])
     namespace.weights = {"similarity": 1.0, "hotness": 0.0, "utility": 0.0}
