@@ -19,7 +19,7 @@ from feedback.models import (
     SessionNamespace,
     TaskRun,
 )
-from rms import services as core
+from rms import selectors as core
 from rms import store
 from rms.errors import DomainError, Forbidden
 from rms.models import ApiClient, MemoryObject, Namespace

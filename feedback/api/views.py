@@ -25,7 +25,7 @@ from feedback import (
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
 from feedback.taskruns import kinds, runs
-from rms import services as core
+from rms import selectors as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination

@@ -23,7 +23,8 @@ from rms.api.serializers import (
     choice,
 )
 from rms.api.views import namespace_param, parse_time_param, parse_uuid, validated
-from rms.services import Actor, visible_object
+from rms.selectors import visible_object
+from rms.services import Actor
 
 MAX_SEEDS = 100
 SEED_PATTERN = r"^[0-9a-fA-F-]{32,36}:[0-9]+(\.[0-9]+)?$"
