@@ -31,10 +31,11 @@ from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.base import APIView
 from rms.api.errors import error_body, flatten_fields
+from rms.api.inputs import body_hash, validated
+from rms.api.params import namespace_param, parse_time_param, parse_uuid
 from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
-from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
 from rms.policy import TOTAL_FIELDS

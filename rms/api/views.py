@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import uuid
 from datetime import datetime
 
 from django.conf import settings
@@ -17,62 +15,13 @@ from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 
 from rms import extensions, health, selectors, services, telemetry
-from rms.api import openapi, pagination, parsers, serializers
+from rms.api import openapi, pagination, serializers
 from rms.api.base import APIView
+from rms.api.inputs import validated
+from rms.api.params import parse_time_param, parse_uuid
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
-from rms.errors import Forbidden, NotFound
-from rms.models import Namespace
-from rms.oplog import canonical_json
 
 MAX_OBJECTS_PER_POST = 1000
-
-
-def parse_uuid(value: str) -> uuid.UUID:
-    """A malformed id in the path is a 404 (API.md)."""
-    try:
-        return uuid.UUID(str(value))
-    except ValueError as exc:
-        raise NotFound("No such object.") from exc
-
-
-def parse_time_param(request, name: str, *, required: bool = False) -> datetime | None:
-    """``?name=`` as an aware UTC time (a "+" the query string turned into a space restored);
-    400 when it is not ISO 8601, its offset is 16 h or more, or it leaves years 1–9999 in UTC."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise ValidationError({name: ["This parameter is required."]})
-        return None
-    try:
-        return parsers.parse_time(raw.replace(" ", "+"))
-    except ValueError as exc:
-        raise ValidationError({name: [str(exc)]}) from exc
-
-
-def namespace_param(request, *, required: bool = True) -> Namespace | None:
-    """The ``?namespace=`` a caller may read: 400 missing, 403 not theirs, 404 unknown."""
-    name = request.query_params.get("namespace")
-    if not name:
-        if required:
-            raise ValidationError({"namespace": ["This parameter is required."]})
-        return None
-    if not request.auth.can_see(name):
-        raise Forbidden(f"You may not read namespace {name!r}.")
-    ns = Namespace.objects.filter(name=name).first()
-    if ns is None:
-        raise NotFound(f"No namespace {name!r}.")
-    return ns
-
-
-def body_hash(request) -> str:
-    """Canonical JSON of the body as sent, before defaults are filled in (SPEC §7)."""
-    return hashlib.sha256(canonical_json(request.data).encode()).hexdigest()
-
-
-def validated(serializer_class, data) -> dict:
-    ser = serializer_class(data=data)
-    ser.is_valid(raise_exception=True)
-    return dict(ser.validated_data)
 
 
 class HealthView(APIView):
