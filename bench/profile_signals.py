@@ -67,6 +67,7 @@ def instrument() -> list[str]:
 
     from feedback import services as fs
     from feedback.api import views as fviews
+    from rms import selectors as core_selectors
     from rms import services as core
     from rms.api import auth, throttling
 
@@ -85,7 +86,7 @@ def instrument() -> list[str]:
     w(throttling.ClientRateThrottle, "allow_request", "throttle (cache read + write)")
     w(fviews, "validated", "SignalIn validation")
     w(fviews, "body_hash", "body hash (canonical JSON + SHA-256)")
-    w(core, "visible_object", "lock: SELECT ... FOR UPDATE + namespace check")
+    w(core_selectors, "visible_object", "lock: SELECT ... FOR UPDATE + namespace check")
     w(core, "load_tallies", "load tallies (SELECT tallies)")
     w(core, "signal_ops", "policy + 2 operations + hashes (signal_ops)")
     w(fs, "load_aggregates", "load aggregates (SELECT aggregate)")

@@ -19,7 +19,7 @@ from delivery import safety
 from delivery.dispatch import disable
 from delivery.models import WebhookDelivery, WebhookEndpoint
 from rms import changes, events
-from rms.errors import DomainError, NotFound
+from rms.errors import DomainError, NotFound, unknown_fields
 from rms.models import Namespace
 
 logger = logging.getLogger(__name__)
@@ -104,14 +104,8 @@ def endpoint_update(*, endpoint_id, data: dict) -> WebhookEndpoint:
     """PATCH: url, namespaces, event_types, description, state. Re-enabling resumes at the head
     of the log and clears the failure count (missed events stay readable in the feed)."""
     allowed = {"url", "namespaces", "event_types", "description", "state"}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise DomainError(
-            "validation_error",
-            "The request is invalid.",
-            400,
-            {name: ["Unknown field."] for name in unknown},
-        )
+    if unknown := unknown_fields(data, allowed):
+        raise DomainError("validation_error", "The request is invalid.", 400, unknown)
     clean: dict[str, Any] = {}
     if "url" in data:
         clean["url"] = check_url(data["url"])

@@ -17,6 +17,7 @@ from feedback import aggregates
 from feedback.apply import apply_signal
 from feedback.models import FeedbackAggregate, SignalRecord
 from rms import idempotency, policy, store
+from rms import selectors as core_selectors
 from rms import services as core
 from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Operation, new_row
@@ -112,7 +113,7 @@ def signal_record(
                 is not None
             ):
                 return 200, first
-            obj = core.visible_object(client, object_id, lock=True)
+            obj = core_selectors.visible_object(client, object_id, lock=True)
             ts = core.resolve_ts(data.get("ts"), [obj.last_op_ts])
             actor = core.Actor.of(client, data.get("actor_id"), data.get("actor_type"))
             signal = policy.Signal(

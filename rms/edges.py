@@ -19,7 +19,8 @@ from rms.errors import DomainError, NotFound
 from rms.models import ApiClient, MemoryObject, Operation, Relationship
 from rms.policy import DEPRECATED
 from rms.replay import iso
-from rms.services import Actor, check_not_future, resolve_ts, visible_object_map
+from rms.selectors import visible_object_map
+from rms.services import Actor, check_not_future, resolve_ts
 
 
 def edge_state(rel: Relationship) -> dict:

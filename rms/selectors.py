@@ -1,13 +1,148 @@
-"""Reads of the core domain that need more than one model query (STYLE: reads are selectors)."""
+"""Core reads (STYLE §2): lookups scoped by the namespaces the acting client may see, object
+lists, operation pages and states as of a time. Nothing here writes; the write services in
+``rms.services`` call these lookups for the rows they then lock and change.
+
+Scoping rule, in one place: an object or namespace the client may not see is answered exactly as
+one that does not exist (404), except where the caller names a namespace it may not read (403).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
-from rms import explain, policy, replay
-from rms.models import MemoryObject, Operation
+from rms import explain, oplog, policy, replay, store
+from rms.errors import DomainError, Forbidden, NotFound
+from rms.models import ApiClient, MemoryObject, Namespace, Operation
+
+# --- namespaces -----------------------------------------------------------------------------------
+
+
+def namespace_list(client: ApiClient) -> QuerySet:
+    """The namespaces the client may see."""
+    names = client.namespace_names()
+    return Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
+
+
+def namespace_visible(client: ApiClient, name: str) -> Namespace:
+    """The namespace by name, 404 if it does not exist or the client cannot see it."""
+    ns = Namespace.objects.filter(name=name).first()
+    if ns is None or not client.can_see(name):
+        raise NotFound("No such namespace.")
+    return ns
+
+
+def namespace_readable(client: ApiClient, name: str) -> Namespace:
+    """A namespace the client asked to read by name: 403 not theirs, 404 unknown."""
+    if not client.can_see(name):
+        raise Forbidden(f"You may not read namespace {name!r}.")
+    ns = Namespace.objects.filter(name=name).first()
+    if ns is None:
+        raise NotFound(f"No namespace {name!r}.")
+    return ns
+
+
+# --- objects --------------------------------------------------------------------------------------
+
+
+def visible_object_map(client: ApiClient, ids: Iterable, *, namespace=None) -> dict:
+    """{id: object} of the objects with these ids the client may see (and in ``namespace``
+    when given), with their namespaces, in one query. Ids not in the answer are unknown to the
+    client, whether they do not exist or are out of its reach."""
+    qs = MemoryObject.objects.select_related("namespace").filter(pk__in=list(ids))
+    if namespace is not None:
+        qs = qs.filter(namespace=namespace)
+    return {o.pk: o for o in qs if client.can_see(o.namespace.name)}
+
+
+def visible_objects(client: ApiClient, ids: list, field: str, *, namespace=None) -> dict:
+    """:func:`visible_object_map`, or 400 ``unknown_object`` naming (up to 20 of) the missing ids
+    under ``field``."""
+    found = visible_object_map(client, ids, namespace=namespace)
+    missing = [str(i) for i in ids if i not in found]
+    if missing:
+        message = (
+            "Some objects are unknown."
+            if namespace is None
+            else "Some objects do not exist in this namespace."
+        )
+        raise DomainError(
+            "unknown_object",
+            message,
+            400,
+            {field: [f"Unknown object {i}." for i in missing[:20]]},
+        )
+    return found
+
+
+def visible_object(client: ApiClient, object_id, *, lock: bool = False) -> MemoryObject:
+    """The object by id, 404 if it does not exist or the caller cannot see its namespace.
+
+    ``lock``: read it under its row lock (for a write service, inside its transaction)."""
+    if lock:
+        obj = store.get().lock_objects([object_id]).get(object_id)
+    else:
+        obj = MemoryObject.objects.select_related("namespace").filter(pk=object_id).first()
+    if obj is None or not client.can_see(obj.namespace.name):
+        raise NotFound("No such object.")
+    return obj
+
+
+def object_list(
+    client: ApiClient,
+    *,
+    namespace: str | None = None,
+    epistemic_type: str | None = None,
+    pinned: bool | None = None,
+) -> QuerySet:
+    """The objects the client may see, filtered; 403 for a named namespace not theirs. The
+    caller orders and pages it."""
+    qs = MemoryObject.objects.select_related("namespace")
+    if namespace:
+        if not client.can_see(namespace):
+            raise Forbidden(f"You may not read namespace {namespace!r}.")
+        qs = qs.filter(namespace__name=namespace)
+    elif (names := client.namespace_names()) is not None:
+        qs = qs.filter(namespace__name__in=names)
+    if epistemic_type:
+        qs = qs.filter(epistemic_type=epistemic_type)
+    if pinned is not None:
+        qs = qs.filter(pinned=pinned)
+    return qs
+
+
+def object_state_as_of(obj: MemoryObject, as_of: datetime) -> tuple[Operation, int]:
+    """The last operation with ts ≤ ``as_of`` that carries the object's state, and the object's
+    version then; 404 when the object did not exist at that time."""
+    op = oplog.state_as_of(obj.pk, as_of)
+    if op is None:
+        raise NotFound("The object did not exist at that time.")
+    return op, oplog.version_as_of(obj.pk, as_of, op)
+
+
+def operations_page(
+    obj: MemoryObject, *, after: tuple[int, datetime | None] | None, size: int
+) -> tuple[list[Operation], bool]:
+    """Up to ``size`` operations of the object's chain after ``after`` = (seq, ts), oldest first,
+    and whether more follow. ``ts`` None (a cursor from before it was added) is still right, only
+    slower: ``ts >= t`` bounds the index range, the rest of the tie is excluded by ``seq``."""
+    qs = Operation.objects.filter(target_id=obj.pk)
+    if after is not None:
+        seq, ts = after
+        if ts is None:
+            qs = qs.filter(seq__gt=seq)
+        else:
+            qs = qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=seq)
+    # A chain's (ts, seq) order is its seq order (ts never goes back on a chain, and each
+    # operation is appended under the target's lock), and (ts, seq) is the index's: a page
+    # reads its own rows, not the whole chain (a sort of every row of a long chain).
+    rows = list(qs.order_by("ts", "seq")[: size + 1])
+    return rows[:size], len(rows) > size
+
+
+# --- explanations ---------------------------------------------------------------------------------
 
 _OP_FIELDS = ("id", "seq", "op_type", "ts", "actor_id", "actor_type", "session_id", "payload")
 

@@ -101,7 +101,7 @@ def trajectory(obj: MemoryObject, until: datetime | None = None) -> list[Traject
     if until is not None:
         qs = qs.filter(ts__lte=until)
     # (ts, seq) is a chain's order and the index's, so the newest points are read from the
-    # index's end instead of sorting the whole chain (rms.api.views.ObjectOperationsView)
+    # index's end instead of sorting the whole chain (rms.selectors.operations_page)
     rows = list(
         qs.order_by("-ts", "-seq")
         .annotate(signal=KT("payload__signal_type"))

@@ -9,30 +9,6 @@ from delivery.models import WebhookDelivery, WebhookEndpoint
 from rms import events
 from rms.api.openapi import NEXT
 
-_TYPES = serializers.ListField(
-    child=serializers.ChoiceField(choices=events.FEED_TYPES),
-    required=False,
-    help_text="Event types to receive; empty means all.",
-)
-_NAMESPACES = serializers.ListField(
-    child=serializers.CharField(), required=False, help_text="Namespaces; empty means all."
-)
-
-
-class WebhookIn(serializers.Serializer):
-    url = serializers.CharField(help_text="http(s); loopback and private addresses are refused.")
-    namespaces = _NAMESPACES
-    event_types = _TYPES
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
-
-
-class WebhookPatch(serializers.Serializer):
-    state = serializers.ChoiceField(choices=WebhookEndpoint.STATES, required=False)
-    url = serializers.CharField(required=False)
-    namespaces = _NAMESPACES
-    event_types = _TYPES
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
-
 
 class WebhookOut(serializers.Serializer):
     id = serializers.UUIDField()

@@ -7,12 +7,13 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from delivery import selectors, services
-from delivery.api import openapi
+from delivery.api import openapi, serializers
 from delivery.models import WebhookDelivery
 from rms import events
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.base import APIView
+from rms.api.inputs import validated
 from rms.api.permissions import ADMIN
 
 ADMIN_ONLY = {"*": (ADMIN,)}
@@ -34,32 +35,14 @@ class WebhookListView(APIView):
 
     @extend_schema(
         operation_id="webhooks_create",
-        request=openapi.WebhookIn,
+        request=serializers.WebhookIn,
         responses={201: openapi.WebhookCreated},
         description="Register an endpoint; the answer carries its secret, shown only here.",
     )
     def post(self, request):
-        body = _object_body(request)
-        unknown = sorted(set(body) - {"url", "namespaces", "event_types", "description"})
-        if unknown:
-            raise ValidationError({name: ["Unknown field."] for name in unknown})
-        if "url" not in body:
-            raise ValidationError({"url": ["This field is required."]})
-        endpoint, secret = services.endpoint_create(
-            created_by=request.auth.name,
-            url=body["url"],
-            namespaces=_list(body, "namespaces"),
-            event_types=_list(body, "event_types"),
-            description=body.get("description", ""),
-        )
+        data = validated(serializers.WebhookIn, _object_body(request))
+        endpoint, secret = services.endpoint_create(created_by=request.auth.name, **data)
         return Response({**selectors.endpoint_out(endpoint), "secret": secret}, status=201)
-
-
-def _list(body: dict, name: str) -> list:
-    value = body.get(name, [])
-    if not isinstance(value, list):
-        raise ValidationError({name: ["Must be a list."]})
-    return value
 
 
 class WebhookDetailView(APIView):
@@ -75,12 +58,13 @@ class WebhookDetailView(APIView):
 
     @extend_schema(
         operation_id="webhooks_update",
-        request=openapi.WebhookPatch,
+        request=serializers.WebhookPatch,
         responses={200: openapi.WebhookOut},
         description="Change an endpoint; `state: active` re-enables it at the head of the log.",
     )
     def patch(self, request, webhook_id):
-        endpoint = services.endpoint_update(endpoint_id=webhook_id, data=_object_body(request))
+        data = validated(serializers.WebhookPatch, _object_body(request))
+        endpoint = services.endpoint_update(endpoint_id=webhook_id, data=data)
         return Response(selectors.endpoint_out(self._one(endpoint.pk)))
 
     @extend_schema(operation_id="webhooks_destroy", responses={204: None})

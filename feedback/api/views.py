@@ -23,22 +23,22 @@ from feedback import (
     services,
 )
 from feedback.api import fastpath, openapi, serializers
-from feedback.models import Alert, FeedbackAggregate, FeedbackSession, TaskRun
+from feedback.models import Alert, TaskRun
+from feedback.selectors import export as export_selectors
 from feedback.taskruns import kinds, runs
-from rms import services as core
+from rms import selectors as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.base import APIView
 from rms.api.errors import error_body, flatten_fields
+from rms.api.inputs import body_hash, validated
+from rms.api.params import namespace_param, parse_time_param, parse_uuid
 from rms.api.parsers import BadItem
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
-from rms.api.views import body_hash, namespace_param, parse_time_param, parse_uuid, validated
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
-from rms.policy import TOTAL_FIELDS
-from rms.replay import iso
 
 JSON = "application/json"
 ANALYSIS_BOUNDS = (
@@ -337,102 +337,9 @@ class _Echo:
         return value
 
 
-SESSION_COLUMNS = [
-    "id",
-    "session_id",
-    "request_id",
-    "ts",
-    "outcome",
-    "namespace_scope",
-    "context_budget",
-    "tokens_used",
-    "injections",
-    "signals",
-    "unused",
-    "session_str_mean",
-]
-AGGREGATE_COLUMNS = [
-    "object_id",
-    "epistemic_type",
-    "confidence",
-    "pinned",
-    "total_injections",
-    *TOTAL_FIELDS.values(),
-    "usage_ratio",
-    "last_positive_signal",
-    "last_negative_signal",
-    "lifetime_gamma_applied",
-    "lifetime_delta_applied",
-    "unused_streak",
-    "utility",
-    "uses",
-    "content",
-]
-
-
-def _session_records(ns, client, chunk: int = 2000):
-    """The namespace's session records as ``client`` may see them, a chunk at a time."""
-    qs = FeedbackSession.objects.filter(scopes__namespace=ns).order_by("ts", "id")
-    batch = []
-    for record in qs.values_list("record", flat=True).iterator(chunk_size=chunk):
-        batch.append(record)
-        if len(batch) == chunk:
-            yield from selectors.records_for_reader(client, batch)
-            batch = []
-    yield from selectors.records_for_reader(client, batch)
-
-
-def _session_rows(ns, client):
-    for s in _session_records(ns, client):
-        yield [
-            s["id"],
-            s["session_id"],
-            s["request_id"],
-            s["ts"],
-            s["outcome"] or "",
-            " ".join(s["namespace_scope"]),
-            s["context_budget"],
-            s["tokens_used"],
-            len(s["injected_object_ids"]),
-            len(s["signals"]),
-            len(s["unused_ids"]),
-            "" if s["session_str_mean"] is None else s["session_str_mean"],
-        ]
-
-
-def _aggregate_rows(ns, client):
-    qs = (
-        FeedbackAggregate.objects.filter(namespace=ns)
-        .select_related("object")
-        .order_by("object_id")
-    )
-    for a in qs.iterator(chunk_size=2000):
-        o = a.object
-        yield [
-            o.pk,
-            o.epistemic_type,
-            o.confidence,
-            o.pinned,
-            a.total_injections,
-            *(getattr(a, f) for f in TOTAL_FIELDS.values()),
-            "" if a.usage_ratio is None else a.usage_ratio,
-            iso(a.last_positive_signal) or "",
-            iso(a.last_negative_signal) or "",
-            a.lifetime_gamma_applied,
-            a.lifetime_delta_applied,
-            a.unused_streak,
-            a.utility,
-            a.uses,
-            o.content,
-        ]
-
-
 class ExportView(APIView):
     roles = {"GET": ANY_ROLE}
-    exports = {
-        "sessions": (SESSION_COLUMNS, _session_rows),
-        "aggregates": (AGGREGATE_COLUMNS, _aggregate_rows),
-    }
+    exports = export_selectors.EXPORTS
 
     @extend_schema(
         operation_id="export_csv",

@@ -20,8 +20,8 @@ from rest_framework.exceptions import Throttled, ValidationError
 from rms import changes, events, longpoll
 from rms.api import openapi
 from rms.api.base import APIView
+from rms.api.params import namespace_param
 from rms.api.permissions import ANY_ROLE
-from rms.api.views import namespace_param
 
 MAX_WAIT = 30.0
 #: ``after=now``: start at the head of the log (a consumer that needs no history).

@@ -13,6 +13,8 @@ from rest_framework.response import Response
 from rms import edges, evidence
 from rms.api import openapi
 from rms.api.base import APIView
+from rms.api.inputs import validated
+from rms.api.params import namespace_param, parse_time_param, parse_uuid
 from rms.api.permissions import ANY_ROLE, WRITERS
 from rms.api.serializers import (
     FiniteFloatField,
@@ -22,8 +24,8 @@ from rms.api.serializers import (
     StrictUUIDField,
     choice,
 )
-from rms.api.views import namespace_param, parse_time_param, parse_uuid, validated
-from rms.services import Actor, visible_object
+from rms.selectors import visible_object
+from rms.services import Actor
 
 MAX_SEEDS = 100
 SEED_PATTERN = r"^[0-9a-fA-F-]{32,36}:[0-9]+(\.[0-9]+)?$"

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from rms import policy, retrieval_rules
 from rms.api import parsers
+from rms.errors import unknown_fields
 from rms.representations import (  # noqa: F401 - the API's output shapes, re-exported
     namespace_out,
     object_out,
@@ -130,10 +131,8 @@ class StrictSerializer(serializers.Serializer):
     """Unknown fields are a 400, so a misspelt optional field is never silently ignored."""
 
     def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({k: ["Unknown field."] for k in unknown})
+        if isinstance(data, dict) and (unknown := unknown_fields(data, self.fields)):
+            raise serializers.ValidationError(unknown)
         return super().to_internal_value(data)
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import uuid
 from datetime import datetime
 
 from django.conf import settings
@@ -16,63 +14,15 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.response import Response
 
-from rms import extensions, health, oplog, selectors, services, telemetry
-from rms.api import openapi, pagination, parsers, serializers
+from rms import extensions, health, selectors, services, telemetry
+from rms.api import openapi, pagination, serializers
 from rms.api.base import APIView
+from rms.api.inputs import validated
+from rms.api.params import parse_time_param, parse_uuid
 from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
-from rms.errors import Forbidden, NotFound
-from rms.models import MemoryObject, Namespace, Operation
-from rms.oplog import canonical_json
+from rms.errors import NotFound
 
 MAX_OBJECTS_PER_POST = 1000
-
-
-def parse_uuid(value: str) -> uuid.UUID:
-    """A malformed id in the path is a 404 (API.md)."""
-    try:
-        return uuid.UUID(str(value))
-    except ValueError as exc:
-        raise NotFound("No such object.") from exc
-
-
-def parse_time_param(request, name: str, *, required: bool = False) -> datetime | None:
-    """``?name=`` as an aware UTC time (a "+" the query string turned into a space restored);
-    400 when it is not ISO 8601, its offset is 16 h or more, or it leaves years 1–9999 in UTC."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise ValidationError({name: ["This parameter is required."]})
-        return None
-    try:
-        return parsers.parse_time(raw.replace(" ", "+"))
-    except ValueError as exc:
-        raise ValidationError({name: [str(exc)]}) from exc
-
-
-def namespace_param(request, *, required: bool = True) -> Namespace | None:
-    """The ``?namespace=`` a caller may read: 400 missing, 403 not theirs, 404 unknown."""
-    name = request.query_params.get("namespace")
-    if not name:
-        if required:
-            raise ValidationError({"namespace": ["This parameter is required."]})
-        return None
-    if not request.auth.can_see(name):
-        raise Forbidden(f"You may not read namespace {name!r}.")
-    ns = Namespace.objects.filter(name=name).first()
-    if ns is None:
-        raise NotFound(f"No namespace {name!r}.")
-    return ns
-
-
-def body_hash(request) -> str:
-    """Canonical JSON of the body as sent, before defaults are filled in (SPEC §7)."""
-    return hashlib.sha256(canonical_json(request.data).encode()).hexdigest()
-
-
-def validated(serializer_class, data) -> dict:
-    ser = serializer_class(data=data)
-    ser.is_valid(raise_exception=True)
-    return dict(ser.validated_data)
 
 
 class HealthView(APIView):
@@ -109,8 +59,7 @@ class NamespaceListView(APIView):
         description="Namespaces visible to the caller, with their settings.",
     )
     def get(self, request):
-        names = request.auth.namespace_names()
-        qs = Namespace.objects.all() if names is None else Namespace.objects.filter(name__in=names)
+        qs = selectors.namespace_list(request.auth)
         return Response({"results": [serializers.namespace_out(ns) for ns in qs], "next": None})
 
     @extend_schema(
@@ -132,9 +81,7 @@ class NamespaceDetailView(APIView):
         description="One namespace's settings.",
     )
     def get(self, request, name: str):
-        ns = Namespace.objects.filter(name=name).first()
-        if ns is None or not request.auth.can_see(name):
-            raise NotFound("No such namespace.")
+        ns = selectors.namespace_visible(request.auth, name)
         return Response(serializers.namespace_out(ns))
 
 
@@ -154,25 +101,18 @@ class ObjectListView(APIView):
         description="Objects visible to the caller, keyset-paginated by creation time.",
     )
     def get(self, request):
-        client = request.auth
-        qs = MemoryObject.objects.select_related("namespace")
-        namespace = request.query_params.get("namespace")
-        if namespace:
-            if not client.can_see(namespace):
-                raise Forbidden(f"You may not read namespace {namespace!r}.")
-            qs = qs.filter(namespace__name=namespace)
-        elif (names := client.namespace_names()) is not None:
-            qs = qs.filter(namespace__name__in=names)
         epistemic_type = request.query_params.get("epistemic_type")
-        if epistemic_type:
-            if epistemic_type not in serializers.policy.EPISTEMIC_TYPES:
-                raise ValidationError({"epistemic_type": ["Unknown epistemic type."]})
-            qs = qs.filter(epistemic_type=epistemic_type)
+        if epistemic_type and epistemic_type not in serializers.policy.EPISTEMIC_TYPES:
+            raise ValidationError({"epistemic_type": ["Unknown epistemic type."]})
         pinned = request.query_params.get("pinned")
-        if pinned:
-            if pinned not in ("true", "false"):
-                raise ValidationError({"pinned": ["Must be true or false."]})
-            qs = qs.filter(pinned=pinned == "true")
+        if pinned and pinned not in ("true", "false"):
+            raise ValidationError({"pinned": ["Must be true or false."]})
+        qs = selectors.object_list(
+            request.auth,
+            namespace=request.query_params.get("namespace"),
+            epistemic_type=epistemic_type,
+            pinned=(pinned == "true") if pinned else None,
+        )
         rows, next_page = pagination.created_at_page(request, qs)
         return Response(
             {"results": serializers.objects_out(rows, timezone.now()), "next": next_page}
@@ -227,7 +167,7 @@ class ObjectDetailView(APIView):
         description="An object's state, `salience_effective` now, and its `aggregate`.",
     )
     def get(self, request, object_id: str):
-        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        obj = selectors.visible_object(request.auth, parse_uuid(object_id))
         return Response(serializers.objects_out([obj], timezone.now())[0])
 
 
@@ -241,12 +181,9 @@ class ObjectStateView(APIView):
         description="The object's state after the last operation with ts ≤ `as_of`.",
     )
     def get(self, request, object_id: str):
-        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        obj = selectors.visible_object(request.auth, parse_uuid(object_id))
         as_of = parse_time_param(request, "as_of", required=True)
-        op = oplog.state_as_of(obj.pk, as_of)
-        if op is None:
-            raise NotFound("The object did not exist at that time.")
-        version = oplog.version_as_of(obj.pk, as_of, op)
+        op, version = selectors.object_state_as_of(obj, as_of)
         return Response(serializers.state_as_of_out(obj, op, as_of, version))
 
 
@@ -267,7 +204,7 @@ class ObjectExplainView(APIView):
         "existed.",
     )
     def get(self, request, object_id: str):
-        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        obj = selectors.visible_object(request.auth, parse_uuid(object_id))
         as_of = parse_time_param(request, "as_of") or timezone.now()
         answer = selectors.object_explanation(obj, as_of)
         if answer is None:
@@ -285,18 +222,11 @@ class ObjectOperationsView(APIView):
         description="The object's operation chain, oldest first.",
     )
     def get(self, request, object_id: str):
-        obj = services.visible_object(request.auth, parse_uuid(object_id))
+        obj = selectors.visible_object(request.auth, parse_uuid(object_id))
         size = pagination.page_size(request)
-        qs = Operation.objects.filter(target_id=obj.pk)
         cursor = pagination.decode_cursor(request)
-        if cursor is not None:
-            qs = _after_operation(qs, cursor)
-        # A chain's (ts, seq) order is its seq order (ts never goes back on a chain, and each
-        # operation is appended under the target's lock), and (ts, seq) is the index's: a page
-        # reads its own rows, not the whole chain (a sort of every row of a long chain).
-        rows = list(qs.order_by("ts", "seq")[: size + 1])
-        more = len(rows) > size
-        rows = rows[:size]
+        after = _operation_cursor(cursor) if cursor is not None else None
+        rows, more = selectors.operations_page(obj, after=after, size=size)
         last = rows[-1] if more else None
         next_cursor = (
             pagination.encode_cursor([last.seq, last.ts.isoformat()]) if last is not None else None
@@ -309,17 +239,15 @@ class ObjectOperationsView(APIView):
         )
 
 
-def _after_operation(qs, cursor: list):
-    """The operations after a cursor ``[seq, ts]`` (or ``[seq]``, from before ``ts`` was added:
-    still right, only slower): ``ts >= t`` bounds the index range, the rest of the tie is
-    excluded by ``seq``."""
+def _operation_cursor(cursor: list) -> tuple[int, datetime | None]:
+    """(seq, ts) of an operations cursor ``[seq, ts]``, or (seq, None) for ``[seq]`` (from
+    before ``ts`` was added); 400 for anything else."""
     if not cursor or len(cursor) > 2:
         raise pagination.invalid_cursor()
     seq = pagination.cursor_int(cursor[0], pagination.MAX_SEQ)
     if len(cursor) == 1:
-        return qs.filter(seq__gt=seq)
-    ts = pagination.cursor_time(cursor[1])
-    return qs.filter(ts__gte=ts).exclude(ts=ts, seq__lte=seq)
+        return seq, None
+    return seq, pagination.cursor_time(cursor[1])
 
 
 class _ObjectChangeView(APIView):

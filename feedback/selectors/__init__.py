@@ -20,7 +20,7 @@ from feedback.models import (
     SignalRecord,
     TaskRun,
 )
-from rms import services as core
+from rms import selectors as core
 from rms import store
 from rms.errors import DomainError, Forbidden
 from rms.models import ApiClient, MemoryObject, Namespace

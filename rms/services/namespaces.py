@@ -1,0 +1,47 @@
+"""Namespace writes: creation, and the namespace a client writes an object into."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from rms.errors import DomainError, Forbidden
+from rms.models import ApiClient, Namespace
+
+
+def namespace_create(
+    *,
+    name: str,
+    ignore_threshold: int | None = None,
+    relevance_threshold: float | None = None,
+    alert_thresholds: dict | None = None,
+    weights: dict | None = None,
+    retrieval: dict | None = None,
+) -> Namespace:
+    ns = Namespace(name=name)
+    if ignore_threshold is not None:
+        ns.ignore_threshold = ignore_threshold
+    if relevance_threshold is not None:
+        ns.relevance_threshold = relevance_threshold
+    ns.alert_thresholds = alert_thresholds or {}
+    ns.weights = weights or {}
+    ns.retrieval = retrieval or {}
+    try:
+        with transaction.atomic():
+            ns.save()
+    except IntegrityError as exc:
+        raise DomainError("namespace_exists", f"Namespace {name!r} already exists.", 409) from exc
+    return ns
+
+
+def namespace_for_write(client: ApiClient, name: str) -> Namespace:
+    if not client.can_see(name):
+        raise Forbidden(f"You may not write to namespace {name!r}.")
+    try:
+        return Namespace.objects.get(name=name)
+    except Namespace.DoesNotExist as exc:
+        raise DomainError(
+            "unknown_namespace",
+            f"Namespace {name!r} does not exist.",
+            400,
+            {"namespace": ["Unknown namespace."]},
+        ) from exc
