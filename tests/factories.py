@@ -10,6 +10,7 @@ import factory
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, TaskRun
@@ -286,3 +287,25 @@ def api_signal(api, oid, **body):
         **body,
     }
     return api.post(f"/api/v1/objects/{oid}/signals", body, format="json")
+
+
+# --- Prometheus text scrapes (GET /metrics) -------------------------------------------------
+
+
+def scrape(api, **extra) -> dict[tuple[str, tuple], float]:
+    resp = api.get("/metrics", **extra)
+    assert resp.status_code == 200, resp.content
+    assert resp["Content-Type"].startswith("text/plain; version=0.0.4")
+    return samples(resp.content.decode())
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(found: dict, name: str, **labels) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)

@@ -16,9 +16,9 @@ from tests.factories import (
     make_objects,
     post,
     run_without_django,
+    scrape,
     session,
 )
-from tests.rms.test_telemetry import scrape
 
 URL = "/api/v1/retrieval-quality"
 

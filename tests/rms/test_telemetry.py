@@ -12,25 +12,7 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedback.taskruns import runs, tasks
-
-
-def scrape(api, **extra) -> dict[tuple[str, tuple], float]:
-    resp = api.get("/metrics", **extra)
-    assert resp.status_code == 200, resp.content
-    assert resp["Content-Type"].startswith("text/plain; version=0.0.4")
-    return samples(resp.content.decode())
-
-
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(found: dict, name: str, **labels) -> float:
-    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+from tests.factories import samples, scrape, value
 
 
 def test_anonymous_is_401_and_a_client_403(anon_api, client_api):
@@ -204,8 +186,6 @@ def test_metrics_sum_every_gunicorn_worker_in_multiprocess_mode(tmp_path, client
     whichever worker answers it, counts the sessions both workers ingested."""
     import http.client
     import json as json_
-
-    from prometheus_client.parser import text_string_to_metric_families
 
     from tests.servers import gunicorn
 
