@@ -59,18 +59,24 @@ def suppressed(
     eligible = []
     for object_id, inputs in rows:
         if eligibility(inputs, profile)[0]:
-            best = rank_one(inputs, 1.0, now, profile)
             worst = rank_one(inputs, 0.0, now, profile)
-            eligible.append((object_id, best, worst.score))
+            eligible.append((object_id, inputs, worst))
     # The k+1 best mismatch scores: the k-th best among the others is the k-th of these, or
     # the (k+1)-th when the object itself is among the k best.
-    top = heapq.nlargest(k + 1, ((worst, oid) for oid, _, worst in eligible))
+    top = heapq.nlargest(k + 1, ((worst.score, oid) for oid, _, worst in eligible))
     out = []
-    for object_id, best, _ in eligible:
+    for object_id, inputs, worst in eligible:
         others = [score for score, oid in top if oid != object_id][:k]
         kth = others[k - 1] if len(others) == k else None
+        decayed = worst.salience_effective < salience_below
+        # The score is linear in similarity, so only an object within the similarity weight
+        # (and a rounding margin) of the bar can be ranked out; rank_one decides for those.
+        near = kth is not None and worst.score + profile.similarity < kth + 1e-9
+        if not (decayed or near):
+            continue
+        best = rank_one(inputs, 1.0, now, profile)
         reasons = []
-        if best.salience_effective < salience_below:
+        if decayed:
             reasons.append(DECAYED)
         if kth is not None and best.score < kth:
             reasons.append(RANKED_OUT)

@@ -67,7 +67,7 @@ def suppressed(request):
             "now": now,
             "profile": retrieval.profile_out(profile),
             "page": page,
-            "rows": list(page.object_list),
+            "rows": selectors.with_objects(list(page.object_list)),
         }
     )
     return render(request, "dashboard/suppressed.html", context)

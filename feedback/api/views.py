@@ -304,7 +304,7 @@ class SuppressedView(APIView):
         profile, found = suppressed.suppressed_in(ns, now, **kw)
         size = pagination.page_size(request)
         offset = pagination.offset_cursor(request)
-        page = found[offset : offset + size]
+        page = suppressed.with_objects(found[offset : offset + size])
         more = offset + size < len(found)
         return Response(
             {
