@@ -48,6 +48,12 @@ class BulkDeprecateForm(ReasonForm):
     ids = UUIDListField()
 
 
+class BulkActionForm(BulkDeprecateForm):
+    """The objects browser's bulk action: pin (keeping each confidence) or deprecate."""
+
+    action = forms.ChoiceField(choices=(("pin", "pin"), ("deprecate", "deprecate")))
+
+
 def parse_utc(raw: str | None) -> datetime | None:
     """A ``datetime-local`` value (or any ISO 8601 text) read as UTC; None if absent or bad."""
     if not raw:

@@ -110,6 +110,9 @@ def demo_pages() -> dict[str, str]:
         "simulations": "/simulations/?" + "&".join(f"run={r.pk}" for r in runs),
         "evidence": "/evidence/?namespace=support",
         "webhooks": "/webhooks/",
+        "objects": "/objects/?namespace=devops&sort=injections&dir=desc",
+        "alerts": "/alerts/",
+        "suppressed": "/suppressed/?namespace=support",
     }
     missing = [name for name, path in pages.items() if path is None]
     if missing:

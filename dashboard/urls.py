@@ -1,12 +1,15 @@
 from django.urls import path
 
 from dashboard.views import (
+    alerts,
+    browser,
     evidence,
     objects,
     overview,
     review,
     sessions,
     simulations,
+    suppressed,
     tasks,
     webhooks,
 )
@@ -16,10 +19,14 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("review/", review.review, name="review"),
     path("review/deprecate/", review.review_deprecate, name="review-deprecate"),
+    path("objects/", browser.browser, name="objects"),
+    path("objects/bulk/", browser.browser_bulk, name="objects-bulk"),
     path("objects/<uuid:object_id>/", objects.object_detail, name="object"),
     path("objects/<uuid:object_id>/pin/", objects.object_pin, name="object-pin"),
     path("objects/<uuid:object_id>/unpin/", objects.object_unpin, name="object-unpin"),
     path("objects/<uuid:object_id>/deprecate/", objects.object_deprecate, name="object-deprecate"),
+    path("alerts/", alerts.alerts, name="alerts"),
+    path("suppressed/", suppressed.suppressed, name="suppressed"),
     path("sessions/", sessions.sessions, name="sessions"),
     path("sessions/<uuid:session_pk>/", sessions.session_detail, name="session"),
     path("tasks/", tasks.tasks, name="tasks"),

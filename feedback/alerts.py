@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from feedback import metrics
 from feedback.models import Alert
@@ -80,9 +81,11 @@ def alerts_apply(*, namespace_id: int, evaluated: dict, window: dict, at: dateti
     return AlertCounts(raised, resolved)
 
 
-def alert_out(alert: Alert) -> dict:
-    """An alert as the API shows it (API.md ``/alerts``), with its duration so far."""
+def alert_out(alert: Alert, now: datetime | None = None) -> dict:
+    """An alert as the API shows it (API.md ``/alerts``): its duration once resolved, and how
+    long it has lasted at ``now`` (so far, while open)."""
     end = alert.resolved_at
+    elapsed_end = end or now or timezone.now()
     return {
         "id": str(alert.pk),
         "namespace": alert.namespace.name,
@@ -94,4 +97,6 @@ def alert_out(alert: Alert) -> dict:
         "threshold": alert.threshold,
         "window": alert.window,
         "duration_seconds": (end - alert.raised_at).total_seconds() if end else None,
+        "elapsed_seconds": max(0.0, (elapsed_end - alert.raised_at).total_seconds()),
+        "resolved_value": alert.resolved_value,
     }

@@ -13,6 +13,10 @@ class FeedbackConfig(AppConfig):
 
         register_object_extra(aggregate_extra)
 
+        from feedback.selectors import object_filters
+
+        object_filters.register()
+
         from feedback.api.openapi import AggregateOut
         from rms.api.openapi import register_object_field
 

@@ -40,3 +40,30 @@ def register_health_extra(name: str, provider: HealthExtra) -> None:
 
 def health_extras() -> dict[str, HealthExtra]:
     return dict(_health_extras)
+
+
+# Filters and sort keys of object listings on what an app keeps beside an object (the feedback
+# aggregate's usage ratio...): ``name -> (kind, value -> Q)`` with kind "unit" (a number in
+# [0, 1]) or "bool", and ``name -> ORM field path``. Read by ``rms.selectors.object_list``.
+ObjectFilter = Callable[[object], object]  # parsed value -> django.db.models.Q
+
+_object_filters: dict[str, tuple[str, ObjectFilter]] = {}
+_object_sorts: dict[str, str] = {}
+
+
+def register_object_filter(name: str, kind: str, to_q: ObjectFilter) -> None:
+    if kind not in ("unit", "bool"):
+        raise ValueError(f"Unknown object filter kind {kind!r}.")
+    _object_filters[name] = (kind, to_q)
+
+
+def register_object_sort(name: str, field_path: str) -> None:
+    _object_sorts[name] = field_path
+
+
+def object_filters() -> dict[str, tuple[str, ObjectFilter]]:
+    return dict(_object_filters)
+
+
+def object_sorts() -> dict[str, str]:
+    return dict(_object_sorts)

@@ -140,6 +140,8 @@ class MemoryObject(models.Model):
             models.Index(
                 fields=["namespace", "epistemic_type"], include=["confidence"], name="obj_ns_type"
             ),
+            # The objects browser's and GET /objects' sort and range filter on confidence.
+            models.Index(fields=["namespace", "confidence", "id"], name="obj_ns_confidence"),
         ]
 
     def __str__(self) -> str:

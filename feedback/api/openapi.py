@@ -265,8 +265,47 @@ class AlertOut(serializers.Serializer):
     threshold = serializers.FloatField()
     window = AlertWindow()
     duration_seconds = serializers.FloatField(allow_null=True, help_text="Null while open.")
+    elapsed_seconds = serializers.FloatField(
+        help_text="How long it lasted: its duration once resolved, so far while open."
+    )
+    resolved_value = serializers.FloatField(
+        allow_null=True, help_text="The metric's value when resolved; null while open."
+    )
 
 
 class AlertList(serializers.Serializer):
     results = AlertOut(many=True)
+    next = NEXT
+
+
+class SuppressedOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    content = serializers.CharField()
+    epistemic_type = serializers.CharField()
+    confidence = serializers.FloatField()
+    pinned = serializers.BooleanField()
+    decay_profile = serializers.CharField()
+    reasons = serializers.ListField(
+        child=serializers.ChoiceField(choices=("decayed", "ranked_out")),
+        help_text="Which rules hold it down.",
+    )
+    salience_effective = serializers.FloatField(help_text="SPEC §1, at `now`.")
+    best_score = serializers.FloatField(
+        help_text="Its retrieval profile score at similarity 1, the best a query can give it."
+    )
+    kth_floor_score = serializers.FloatField(
+        allow_null=True,
+        help_text="The k-th best score of the namespace's other eligible objects at "
+        "similarity 0; null when there are k or fewer.",
+    )
+
+
+class SuppressedList(serializers.Serializer):
+    namespace = serializers.CharField()
+    now = serializers.DateTimeField()
+    salience_below = serializers.FloatField()
+    k = serializers.IntegerField()
+    profile = serializers.DictField(help_text="The namespace's retrieval profile, as /rank's.")
+    count = serializers.IntegerField(help_text="Suppressed objects in all pages.")
+    results = SuppressedOut(many=True)
     next = NEXT

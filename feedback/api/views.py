@@ -19,12 +19,15 @@ from feedback import (
     csvsafe,
     ingest,
     metrics,
+    retrieval,
     selectors,
     services,
+    suppression,
 )
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, TaskRun
 from feedback.selectors import export as export_selectors
+from feedback.selectors import suppressed
 from feedback.taskruns import kinds, runs
 from rms import selectors as core
 from rms import telemetry
@@ -39,6 +42,7 @@ from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
+from rms.replay import iso
 
 JSON = "application/json"
 ANALYSIS_BOUNDS = (
@@ -254,6 +258,99 @@ class RetrievalQualityView(APIView):
         return Response(selectors.namespace_retrieval_quality(ns, since, until, actor_id))
 
 
+class SuppressedView(APIView):
+    """``GET /suppressed``: eligible objects that cannot surface (``feedback.suppression``)."""
+
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="suppressed",
+        parameters=[
+            core_openapi.NAMESPACE,
+            core_openapi.query(
+                "salience_below",
+                {"type": "number", "minimum": 0, "maximum": 1, "default": 0.05},
+                "Bar of `decayed`: effective salience below it (default 0.05).",
+            ),
+            core_openapi.query(
+                "k",
+                {"type": "integer", "minimum": 1, "maximum": 100, "default": 5},
+                "Rank of `ranked_out` (default 5).",
+            ),
+            core_openapi.time_param("as_of", "The clock of decay and hotness (default: now)."),
+            core_openapi.CURSOR,
+            core_openapi.PAGE_SIZE,
+        ],
+        responses={200: openapi.SuppressedList, 409: core_openapi.CONFLICT},
+        description=(
+            "Objects of the namespace that are eligible under its retrieval profile but "
+            "effectively invisible, most buried first, each with why: `decayed` (effective "
+            "salience, SPEC §1 at `as_of`, below `salience_below`) and/or `ranked_out` (its "
+            "profile score as a perfect match, similarity 1, is below the k-th best score of "
+            "the namespace's other eligible objects as complete mismatches, similarity 0: no "
+            "query can rank it in the top k). Pinned and PERMANENT objects never decay."
+        ),
+    )
+    def get(self, request):
+        ns = namespace_param(request)
+        salience_below = _number_param(request, "salience_below", 0.0, 1.0)
+        k = _number_param(request, "k", 1, 100, integer=True)
+        now = parse_time_param(request, "as_of") or timezone.now()
+        kw = {}
+        if salience_below is not None:
+            kw["salience_below"] = salience_below
+        if k is not None:
+            kw["k"] = k
+        profile, found = suppressed.suppressed_in(ns, now, **kw)
+        size = pagination.page_size(request)
+        offset = pagination.offset_cursor(request)
+        page = suppressed.with_objects(found[offset : offset + size])
+        more = offset + size < len(found)
+        return Response(
+            {
+                "namespace": ns.name,
+                "now": iso(now),
+                "salience_below": kw.get("salience_below", suppression.DEFAULT_SALIENCE_BELOW),
+                "k": kw.get("k", suppression.DEFAULT_K),
+                "profile": retrieval.profile_out(profile),
+                "count": len(found),
+                "results": [suppressed_out(item) for item in page],
+                "next": pagination.next_url(
+                    request, pagination.encode_cursor([offset + size]) if more else None
+                ),
+            }
+        )
+
+
+def _number_param(request, name, low, high, *, integer=False):
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError as exc:
+        raise ValidationError({name: [f"Must be a number in [{low}, {high}]."]}) from exc
+    if not (low <= value <= high):  # also refuses nan
+        raise ValidationError({name: [f"Must be a number in [{low}, {high}]."]})
+    return value
+
+
+def suppressed_out(item: dict) -> dict:
+    obj, finding = item["object"], item["finding"]
+    return {
+        "id": str(obj.pk),
+        "content": obj.content,
+        "epistemic_type": obj.epistemic_type,
+        "confidence": obj.confidence,
+        "pinned": obj.pinned,
+        "decay_profile": obj.decay_profile,
+        "reasons": list(finding.reasons),
+        "salience_effective": finding.salience_effective,
+        "best_score": finding.best_score,
+        "kth_floor_score": finding.kth_floor_score,
+    }
+
+
 class ReviewQueueView(APIView):
     roles = {"GET": (OPERATOR, ADMIN)}
 
@@ -440,6 +537,7 @@ class AlertListView(APIView):
         parameters=[
             core_openapi.query("namespace", description="One namespace (403 if not yours)."),
             core_openapi.query("state", enum=["open", "resolved"]),
+            core_openapi.query("metric", description="Only alerts of this metric."),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
         ],
@@ -451,14 +549,20 @@ class AlertListView(APIView):
         state = request.query_params.get("state")
         if state not in (None, "", Alert.OPEN, Alert.RESOLVED):
             raise ValidationError({"state": ["Must be open or resolved."]})
+        metric = request.query_params.get("metric") or None
+        if metric is not None and len(metric) > Alert._meta.get_field("metric").max_length:
+            raise ValidationError({"metric": ["Unknown metric."]})
         qs = selectors.alerts(
             namespace=ns, visible=request.auth.namespace_names(), state=state or None
         )
+        if metric:
+            qs = qs.filter(metric=metric)
         size = pagination.page_size(request)
         cursor = pagination.decode_cursor(request)
         if cursor is not None:
             qs = selectors.alerts_before(qs, *pagination.keyset_cursor(cursor))
         rows = list(qs[: size + 1])
+        now = timezone.now()
         more = len(rows) > size
         rows = rows[:size]
         last = rows[-1] if more else None
@@ -467,7 +571,7 @@ class AlertListView(APIView):
         )
         return Response(
             {
-                "results": [alerts.alert_out(a) for a in rows],
+                "results": [alerts.alert_out(a, now) for a in rows],
                 "next": pagination.next_url(request, next_cursor),
             }
         )

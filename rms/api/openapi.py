@@ -58,6 +58,40 @@ PAGE_SIZE = query(
 )
 CURSOR = query("cursor", description="Opaque cursor from a previous page's `next` URL.")
 
+_UNIT = {"type": "number", "minimum": 0, "maximum": 1}
+OBJECT_LIST_FILTERS = [
+    query("confidence_min", _UNIT, "Only objects with confidence ≥ this."),
+    query("confidence_max", _UNIT, "Only objects with confidence ≤ this."),
+    query("usage_ratio_min", _UNIT, "Only objects whose aggregate's usage ratio is ≥ this."),
+    query("usage_ratio_max", _UNIT, "Only objects whose aggregate's usage ratio is ≤ this."),
+    query(
+        "in_alert",
+        {"type": "string", "enum": ["true", "false"]},
+        "true: only objects in their namespace's review queue (SPEC §8: active, at least 20 "
+        "injections, usage ratio below 0.10); false: only objects not in it.",
+    ),
+    query("q", {"type": "string", "maxLength": 200}, "Case-insensitive text in the content."),
+    query(
+        "sort",
+        {
+            "type": "string",
+            "enum": [
+                f"{sign}{key}"
+                for key in (
+                    "created_at",
+                    "confidence",
+                    "usage_ratio",
+                    "injections",
+                    "last_use",
+                    "tokens",
+                )
+                for sign in ("", "-")
+            ],
+        },
+        "Order of the list; `-` for descending. Default: created_at (keyset pages).",
+    ),
+]
+
 
 def time_param(name: str, description: str, *, required: bool = False) -> OpenApiParameter:
     return query(name, OpenApiTypes.DATETIME, description, required=required)

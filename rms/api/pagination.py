@@ -128,3 +128,13 @@ def created_at_page(request, qs, *, newest_first: bool = False) -> tuple[list, s
     rows = rows[:size]
     last = encode_cursor([rows[-1].created_at.isoformat(), str(rows[-1].pk)]) if more else None
     return rows, next_url(request, last)
+
+
+def offset_page(request, qs) -> tuple[list, str | None]:
+    """One page of an ordered ``qs`` by offset (``[n]`` cursor): for orders on columns that
+    are not unique keys (confidence, usage ratio), where a keyset needs every tie-break."""
+    size = page_size(request)
+    start = offset_cursor(request)
+    rows = list(qs[start : start + size + 1])
+    more = len(rows) > size
+    return rows[:size], next_url(request, encode_cursor([start + size]) if more else None)

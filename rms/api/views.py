@@ -94,26 +94,27 @@ class ObjectListView(APIView):
             openapi.NAMESPACE_FILTER,
             openapi.query("epistemic_type", enum=list(serializers.policy.EPISTEMIC_TYPES)),
             openapi.query("pinned", enum=["true", "false"]),
+            *openapi.OBJECT_LIST_FILTERS,
             openapi.CURSOR,
             openapi.PAGE_SIZE,
         ],
         responses={200: openapi.ObjectList},
-        description="Objects visible to the caller, keyset-paginated by creation time.",
+        description=(
+            "Objects visible to the caller. Without `sort` keyset-paginated by creation time; "
+            "with one, in that order (ties by id) and paginated by offset. A filter on the "
+            "feedback aggregate (usage ratio, in_alert) leaves out objects without one "
+            "(never injected), except `in_alert=false`."
+        ),
     )
     def get(self, request):
-        epistemic_type = request.query_params.get("epistemic_type")
-        if epistemic_type and epistemic_type not in serializers.policy.EPISTEMIC_TYPES:
-            raise ValidationError({"epistemic_type": ["Unknown epistemic type."]})
-        pinned = request.query_params.get("pinned")
-        if pinned and pinned not in ("true", "false"):
-            raise ValidationError({"pinned": ["Must be true or false."]})
-        qs = selectors.object_list(
-            request.auth,
-            namespace=request.query_params.get("namespace"),
-            epistemic_type=epistemic_type,
-            pinned=(pinned == "true") if pinned else None,
-        )
-        rows, next_page = pagination.created_at_page(request, qs)
+        query, errors = selectors.object_query_of(request.query_params)
+        if errors:
+            raise ValidationError(errors)
+        qs = selectors.object_list(request.auth, query=query)
+        if query.default_order:
+            rows, next_page = pagination.created_at_page(request, qs)
+        else:
+            rows, next_page = pagination.offset_page(request, selectors.ordered(qs, query))
         return Response(
             {"results": serializers.objects_out(rows, timezone.now()), "next": next_page}
         )

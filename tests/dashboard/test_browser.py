@@ -327,3 +327,40 @@ def test_evidence_rows_and_webhook_inputs_are_drawn_like_the_rest(page, live_ser
     select = page.locator("select").first.evaluate(style)
     for label in ("URL", "Description"):
         assert page.get_by_label(label).evaluate(style) == select, label
+
+
+def test_the_objects_alerts_and_suppressed_pages_open_cleanly(page, live_server):
+    objs = review_data()
+    old = make_object(
+        make_client("w-old", "client", ["support"])[0],
+        content="A rapid guess from last month",
+        epistemic_type="UNVERIFIED",
+        ts=T0 - timedelta(days=40),
+    )
+    scenario.user("ada", "admin", password=PASSWORD)
+    log_in(page, live_server, "ada")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Objects").click()
+    page.wait_for_url("**/objects/")
+    assert page.get_by_role("heading", name="Objects", exact=True).is_visible()
+    page.get_by_label("In alert").select_option("true")
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_url("**in_alert=true**")
+    assert page.locator("tbody tr").count() == len(objs)
+    page.get_by_label("Select all objects on this page").check()
+    page.get_by_label("Pin or deprecate the selected objects with one reason").fill("kept")
+    page.get_by_role("button", name="Pin selected").click()
+    page.wait_for_selector(".messages .success")
+    assert "Pinned 3 objects" in page.locator(".messages").inner_text()
+    assert "in_alert=true" in page.url
+    assert MemoryObject.objects.filter(pinned=True).count() == 3
+
+    page.goto(f"{live_server.url}/alerts/")
+    assert page.get_by_role("heading", name="Alerts", exact=True).is_visible()
+    assert "No alerts recorded" in page.content()
+
+    page.goto(f"{live_server.url}/suppressed/?namespace=support")
+    assert page.get_by_role("heading", name="Suppressed memories").is_visible()
+    row = page.locator("tbody tr", has_text="A rapid guess")
+    assert "decayed" in row.inner_text()
+    assert row.get_by_role("link", name="Open").get_attribute("href") == f"/objects/{old.pk}/"
+    assert page.console.errors == []

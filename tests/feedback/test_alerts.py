@@ -115,6 +115,13 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
     assert item["value"] == 1.0
     assert item["threshold"] == 0.10
     assert item["duration_seconds"] == 120.0
+    assert item["elapsed_seconds"] == 120.0
+    assert item["resolved_value"] == alerts[metrics.HIGH_CORRECTION_RATE].resolved_value
+    assert item["resolved_value"] is not None
+    only = operator_api.get(
+        "/api/v1/alerts", {"namespace": "support", "metric": metrics.HIGH_CORRECTION_RATE}
+    ).json()["results"]
+    assert [a["id"] for a in only] == [item["id"]]
     assert item["raised_at"].startswith("2026-06-01T12:00:00")
     assert operator_api.get("/api/v1/alerts", {"state": "open"}).json()["results"] == []
     assert len(client_api.get("/api/v1/alerts").json()["results"]) == 2

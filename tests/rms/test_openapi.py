@@ -327,6 +327,9 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     assert page["next"] is not None and len(page["results"]) == 1
     call("client", "GET", "/api/v1/objects", 200, query="epistemic_type=ASSERTED&pinned=false")
     call("client", "GET", "/api/v1/objects", 400, query="pinned=maybe")
+    filtered = "confidence_min=0.1&usage_ratio_max=1&in_alert=false&q=Alice&sort=-confidence"
+    call("client", "GET", "/api/v1/objects", 200, query=filtered)
+    call("client", "GET", "/api/v1/objects", 400, query="sort=nope")
     call("client", "GET", "/api/v1/objects", 403, query="namespace=billing")
     call("client", "GET", "/api/v1/objects/{object_id}", 200, object_id=a)
     call("outsider", "GET", "/api/v1/objects/{object_id}", 404, object_id=a)
@@ -439,6 +442,10 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("client", "POST", "/api/v1/rank", 200, body=rank)
     call("operator", "POST", "/api/v1/rank", 400, body={**rank, "namespace": "nowhere"})
     call("client", "POST", "/api/v1/rank", 403, body={**rank, "namespace": "billing"})
+    sup = "/api/v1/suppressed"
+    call("client", "GET", sup, 200, query="namespace=support&as_of=2030-01-01T00:00:00Z")
+    call("client", "GET", sup, 400, query="namespace=support&k=0")
+    call("client", "GET", sup, 403, query="namespace=billing")
     det = {"response_text": "Alice prefers Python for work", "object_ids": [a, b]}
     call("client", "POST", "/api/v1/detect", 200, body=det)
     call("client", "POST", "/api/v1/detect", 400, body={**det, "object_ids": []})
@@ -482,6 +489,7 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("client", "GET", "/api/v1/changes", 400, query="after=nope")
     call("outsider", "GET", "/api/v1/changes", 403, query="namespace=support")
     call("operator", "GET", "/api/v1/alerts", 200, query="state=open")
+    call("operator", "GET", "/api/v1/alerts", 200, query="metric=mean_usage_ratio")
     call("operator", "GET", "/api/v1/alerts", 400, query="state=closed")
     with override_settings(RMS_WEBHOOKS_ALLOW_PRIVATE=True):
         hook = call(

@@ -59,12 +59,12 @@
     var all = document.querySelector("[data-select-all]");
     var boxes = Array.prototype.slice.call(document.querySelectorAll("input[name='ids']"));
     var counter = document.querySelector("[data-selected-count]");
-    var submit = document.querySelector("[data-bulk-submit]");
+    var submits = Array.prototype.slice.call(document.querySelectorAll("[data-bulk-submit]"));
     if (!boxes.length) return;
     function update() {
       var n = boxes.filter(function (b) { return b.checked; }).length;
       if (counter) counter.textContent = n + " selected";
-      if (submit) submit.disabled = n === 0;
+      submits.forEach(function (s) { s.disabled = n === 0; });
       if (all) {
         all.checked = n === boxes.length;
         all.indeterminate = n > 0 && n < boxes.length;

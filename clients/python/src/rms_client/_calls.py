@@ -163,13 +163,40 @@ class Endpoints:
         *,
         epistemic_type: str | None = None,
         pinned: bool | None = None,
+        confidence_min: float | None = None,
+        confidence_max: float | None = None,
+        usage_ratio_min: float | None = None,
+        usage_ratio_max: float | None = None,
+        in_alert: bool | None = None,
+        q: str | None = None,
+        sort: str | None = None,
         page_size: int | None = None,
     ) -> Any:
-        """Every visible object, page after page (an iterator; async: an async iterator)."""
+        """Every visible object matching the filters, page after page (an iterator; async: an
+        async iterator). ``sort``: ``confidence``, ``usage_ratio``, ``injections``,
+        ``last_use``, ``tokens`` or ``created_at`` (the default), ``-`` for descending;
+        ``in_alert``: in the namespace's review queue."""
         params = _params(
-            namespace=namespace, epistemic_type=epistemic_type, pinned=pinned, page_size=page_size
+            namespace=namespace,
+            epistemic_type=epistemic_type,
+            pinned=pinned,
+            confidence_min=confidence_min,
+            confidence_max=confidence_max,
+            usage_ratio_min=usage_ratio_min,
+            usage_ratio_max=usage_ratio_max,
+            in_alert=in_alert,
+            q=q,
+            sort=sort,
+            page_size=page_size,
         )
         return self._paginate("/objects", params)
+
+    def explain(self, object_id: str | uuid.UUID, *, as_of: datetime | str | None = None) -> dict:
+        """``GET /objects/{id}/explain``: the confidence and effective salience as a list of
+        contributions (initial value, each operation that moved them, decay) and the totals."""
+        return self._run(
+            Call("GET", f"/objects/{object_id}/explain", _params(as_of=as_of), idempotent=True)
+        )
 
     def object_state(self, object_id: str | uuid.UUID, as_of: datetime | str) -> dict:
         return self._run(
@@ -272,6 +299,40 @@ class Endpoints:
     ) -> dict:
         params = _params(namespace=namespace, since=since, until=until)
         return self._run(Call("GET", "/metrics", params, idempotent=True))
+
+    def retrieval_quality(
+        self,
+        namespace: str,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        actor_id: str | None = None,
+    ) -> dict:
+        """``GET /retrieval-quality``: precision at each rank, MRR, hit rate and wasted tokens
+        by rank, from the namespace's injections and the signals of their sessions."""
+        params = _params(namespace=namespace, since=since, until=until, actor_id=actor_id)
+        return self._run(Call("GET", "/retrieval-quality", params, idempotent=True))
+
+    def suppressed(
+        self,
+        namespace: str,
+        *,
+        salience_below: float | None = None,
+        k: int | None = None,
+        as_of: datetime | str | None = None,
+        page_size: int | None = None,
+    ) -> list[dict]:
+        """``GET /suppressed``: eligible objects that decayed below ``salience_below`` or that
+        no query can rank into the top ``k``, most buried first, each with its ``reasons``
+        (all pages)."""
+        params = _params(
+            namespace=namespace,
+            salience_below=salience_below,
+            k=k,
+            as_of=as_of,
+            page_size=page_size,
+        )
+        return self._collect("/suppressed", params)
 
     def review_queue(self, namespace: str, *, page_size: int | None = None) -> list[dict]:
         """Operator. Every object due for review (all pages)."""
@@ -406,9 +467,16 @@ class Endpoints:
             Call("GET", "/changes", params, idempotent=True, extra={"wait": wait or 0})
         )
 
-    def alerts(self, *, namespace: str | None = None, state: str | None = None) -> list[dict]:
+    def alerts(
+        self,
+        *,
+        namespace: str | None = None,
+        state: str | None = None,
+        metric: str | None = None,
+    ) -> list[dict]:
         """Alert history, newest first."""
-        return self._collect("/alerts", _params(namespace=namespace, state=state))
+        params = _params(namespace=namespace, state=state, metric=metric)
+        return self._collect("/alerts", params)
 
     def create_webhook(
         self,

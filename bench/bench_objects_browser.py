@@ -1,0 +1,162 @@
+"""The objects browser's and ``GET /objects``' filters and sorts, and ``/suppressed``, on
+PostgreSQL at scale.
+
+In a fresh ``rms_bench_browser`` database (dropped at the end): ``--objects`` objects in two
+namespaces (90 % in ``support``), an aggregate for 80 % of them (random usage ratios and
+injection counts), bulk-inserted with SQL (the rows the services write; the pages read them, they
+verify nothing). Then, in this process through the same selectors the pages use, for each case:
+one page of 50 rows and the page count, p50/p95 over ``--repeat`` runs, and the plan's access
+path to ``rms_memoryobject``; then ``GET /suppressed`` of ``support`` through Django's test
+client.
+
+    .venv/bin/python bench/bench_objects_browser.py [--objects 100000] [--repeat 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+DB = "rms_bench_browser"
+CASES = [
+    "namespace=support",
+    "namespace=support&sort=confidence&dir=desc",
+    "namespace=support&confidence_min=0.8&confidence_max=0.85",
+    "namespace=support&in_alert=true",
+    "namespace=support&usage_ratio_max=0.1&sort=usage_ratio",
+    "namespace=support&epistemic_type=OBSERVED&sort=injections&dir=desc",
+    "namespace=support&q=refunds",
+    "sort=last_use&dir=desc",
+]
+
+FILL = """
+INSERT INTO rms_namespace (name, ignore_threshold, relevance_threshold, alert_thresholds,
+    weights, created_at, uid, head_hash, retrieval)
+VALUES ('support', 5, 0.5, '{{}}', '{{}}', now(), gen_random_uuid(), '', '{{}}'),
+       ('billing', 5, 0.5, '{{}}', '{{}}', now(), gen_random_uuid(), '', '{{}}');
+INSERT INTO rms_memoryobject (id, content, domain_tags, epistemic_type, condition_state,
+    decay_profile, confidence, salience_base, reinforcement_boost, evidence_ids, pinned,
+    created_by, created_by_type, created_at, last_reinforced_at, reinforcement_count, version,
+    head_hash, last_op_ts, namespace_id)
+SELECT gen_random_uuid(),
+  'memory ' || g || ' about '
+    || (ARRAY['refunds','shipping','pricing','accounts','python'])[1 + g % 5]
+    || ' ' || md5(g::text),
+  '[]',
+  (ARRAY['OBSERVED','ASSERTED','INFERRED','HYPOTHETICAL','UNVERIFIED','DEPRECATED'])[1 + g % 6],
+  NULL, (ARRAY['SLOW','MEDIUM','FAST','RAPID','RAPID','MEDIUM'])[1 + g % 6], random() * 0.9, 0.5,
+  0.0, '[]', g % 50 = 0, 'bench', 'SYSTEM_PROCESS', now() - (g % 90) * interval '1 day', NULL, 0,
+  1, '', now(), (SELECT id FROM rms_namespace WHERE name = CASE WHEN g % 10 = 0 THEN 'billing'
+  ELSE 'support' END)
+FROM generate_series(1, {n}) g;
+INSERT INTO feedback_feedbackaggregate (object_id, total_injections, total_referenced,
+    total_confirmed, total_task_completed, total_corrected, total_unused, usage_ratio,
+    lifetime_gamma_applied, lifetime_delta_applied, unused_streak, utility, uses, last_use_at,
+    namespace_id, checked_unused_sessions, unused_sessions, total_token_cost)
+SELECT id, n, 0, 0, 0, 0, 0, CASE WHEN n > 0 THEN random() END, 0, 0, 0, 0.5, 0,
+  now() - interval '1 day', namespace_id, 0, 0, n * 40
+FROM (SELECT id, namespace_id, (random() * 60)::int AS n FROM rms_memoryobject
+      WHERE random() < 0.8) s;
+ANALYZE;
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    common.stop_on_sigterm()
+    common.setup_database(DB)
+    try:
+        import psycopg
+
+        with psycopg.connect(common.database_url(DB), autocommit=True) as conn:
+            for statement in FILL.format(n=args.objects).split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+        common.django_setup(DB)
+        from django.db import connection
+        from django.http import QueryDict
+        from django.test import Client
+
+        from dashboard.selectors import browser
+        from rms.models import ApiClient
+
+        admin = ApiClient(name="bench", role="admin")
+        print(f"| query ({args.objects:,} objects) | page p50 / p95 ms | count ms | rows | path |")
+        print("|---|---:|---:|---:|---|")
+        for case in CASES:
+            pages, counts = [], []
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                _, _, qs = browser.browser_rows(admin, QueryDict(case))
+                list(qs[:50])
+                pages.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                n = qs.count()
+                counts.append((time.perf_counter() - t) * 1000)
+            sql, params = qs[:50].query.sql_with_params()
+            with connection.cursor() as cur:
+                cur.execute("EXPLAIN " + sql, params)
+                plan = [r[0] for r in cur.fetchall()]
+            scans = [p for p in plan if " on rms_memoryobject" in p]
+            path = scans[0].split("->")[-1].split("  (")[0].strip() if scans else ""
+            print(
+                f"| `{case}` | {pct(pages, 0.5):.1f} / {pct(pages, 0.95):.1f} "
+                f"| {statistics.median(counts):.1f} | {n:,} | {path} |"
+            )
+        token = _token(ApiClient)
+        web = Client()
+        times = []
+        for _ in range(max(3, args.repeat // 2)):
+            t = time.perf_counter()
+            r = web.get(
+                "/api/v1/suppressed?namespace=support&page_size=50",
+                HTTP_AUTHORIZATION=f"Token {token}",
+            )
+            times.append((time.perf_counter() - t) * 1000)
+            assert r.status_code == 200, r.content[:300]
+        body = r.json()
+        print(
+            f"\n/suppressed of support ({body['count']:,} suppressed): "
+            f"p50 {pct(times, 0.5):.0f} ms, p95 {pct(times, 0.95):.0f} ms"
+        )
+    finally:
+        connection_close()
+        common.drop_database(DB)
+
+
+def _token(Row) -> str:
+    from django.contrib.auth import get_user_model
+
+    from rms.api.auth import new_token, token_digest
+
+    user = get_user_model().objects.create(username="bench-admin")
+    token = new_token()
+    Row.objects.create(user=user, name="bench-admin", role="admin", token_hash=token_digest(token))
+    return token
+
+
+def connection_close() -> None:
+    try:
+        from django.db import connections
+
+        connections.close_all()
+    except Exception:  # noqa: BLE001  Django may not be set up when the fill failed
+        pass
+
+
+if __name__ == "__main__":
+    main()
