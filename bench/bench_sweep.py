@@ -586,9 +586,9 @@ def one_round(args, count: int, template: str, n: int) -> dict:
 
     from feedback.models import TaskRun
     from feedback.sweep import candidates
-    from feedback.taskruns import kinds, runs
     from rms.celery import app
     from rms.models import Operation
+    from taskruns import kinds, runs
 
     copy = fresh_copy(template)
     workers = Workers(count, copy, args.redis)

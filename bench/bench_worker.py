@@ -98,9 +98,9 @@ def build(args, on_checkpoint=None) -> dict:
 
     from feedback.api.views import session_item
     from feedback.ingest import record_sessions
-    from feedback.taskruns import enqueue
     from rms import services
     from rms.models import ApiClient, Operation
+    from taskruns import enqueue
 
     # The after-session sweep trigger would queue messages nobody consumes here.
     enqueue.sweep_objects = lambda ids: None
@@ -201,7 +201,7 @@ def child(kind: str) -> None:
         return
     common.django_setup(DB)
     from feedback.models import TaskRun
-    from feedback.taskruns import tasks
+    from taskruns import tasks
 
     run = TaskRun.objects.create(kind=kind, params={}, created_by="bench")
     baseline = current_rss_mib()
@@ -269,7 +269,7 @@ SIMULATIONS = [
 
 def simulations(rows: list) -> bool:
     from feedback.models import TaskRun
-    from feedback.taskruns import kinds, tasks
+    from taskruns import kinds, tasks
 
     ok = True
     for kind, params in SIMULATIONS:

@@ -14,10 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from feedback import aggregates
 from feedback.models import FeedbackAggregate, TaskRun
-from feedback.taskruns import runs
 from rms import services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
+from taskruns import runs
 
 
 class NamespaceFactory(factory.django.DjangoModelFactory):

@@ -33,14 +33,14 @@ TASK_DESCRIPTIONS = {
 
 
 def _taskruns():
-    # Imported when used: feedback.taskruns pulls in the simulations module.
-    from feedback.taskruns import kinds
+    # Imported when used: taskruns pulls in the simulations module.
+    from taskruns import kinds
 
     return kinds
 
 
 def _task_runs():
-    from feedback.taskruns import runs
+    from taskruns import runs
 
     return runs
 

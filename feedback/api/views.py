@@ -25,7 +25,6 @@ from feedback import (
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert, TaskRun
 from feedback.selectors import export as export_selectors
-from feedback.taskruns import kinds, runs
 from rms import selectors as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
@@ -39,6 +38,7 @@ from rms.api.permissions import ADMIN, ANY_ROLE, OPERATOR, WRITERS
 from rms.api.serializers import SignalIn, objects_out
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
+from taskruns import kinds, runs
 
 JSON = "application/json"
 ANALYSIS_BOUNDS = (

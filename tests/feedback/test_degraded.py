@@ -17,8 +17,8 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from feedback import selectors
 from feedback.models import FeedbackSession, TaskRun, WorkerHeartbeat
-from feedback.taskruns import heartbeat, kinds, runs, tasks
 from rms import health, telemetry
+from taskruns import heartbeat, kinds, runs, tasks
 from tests.factories import make_namespace, make_objects, post, session
 from tests.feedback.conftest import ROOT
 from tests.servers import free_port

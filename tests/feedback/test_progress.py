@@ -11,9 +11,9 @@ import pytest
 
 from feedback import rebuild
 from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
-from feedback.taskruns import heartbeat, kinds, runs
 from rms import verification
 from rms.models import Operation
+from taskruns import heartbeat, kinds, runs
 from tests.factories import make_objects, post, session
 
 pytestmark = pytest.mark.django_db

@@ -29,10 +29,10 @@ from feedback.models import (
     TaskChunk,
     TaskRun,
 )
-from feedback.taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
+from taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
 from tests.factories import (
     build_log,
     go_stale,

@@ -2,7 +2,7 @@
 reconciliation, in one room (API.md tasks).
 
 The modules, leaf first; each imports only those above it, never the other way, and no
-function-local import closes a circle (``tests/feedback/test_taskruns_imports.py`` walks them):
+function-local import closes a circle (``tests/taskruns/test_imports.py`` walks them):
 
 - ``enqueue``: the door code outside this room uses to queue a task. It publishes by registered
   task name and imports no task module and no service, so any service may call it.
