@@ -200,8 +200,8 @@ def child(kind: str) -> None:
         floor_child()
         return
     common.django_setup(DB)
-    from feedback.models import TaskRun
     from taskruns import tasks
+    from taskruns.models import TaskRun
 
     run = TaskRun.objects.create(kind=kind, params={}, created_by="bench")
     baseline = current_rss_mib()
@@ -268,8 +268,8 @@ SIMULATIONS = [
 
 
 def simulations(rows: list) -> bool:
-    from feedback.models import TaskRun
     from taskruns import kinds, tasks
+    from taskruns.models import TaskRun
 
     ok = True
     for kind, params in SIMULATIONS:

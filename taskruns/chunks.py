@@ -35,10 +35,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun
 from rms import store, telemetry
 from taskruns import enqueue, heartbeat
 from taskruns.kinds import DEFAULT_CHUNK_SIZE, KINDS
+from taskruns.models import TaskChunk, TaskRun
 
 logger = logging.getLogger(__name__)
 

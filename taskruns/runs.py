@@ -18,13 +18,13 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun
 from rms import telemetry
 from rms.errors import DomainError
 from rms.models import ApiClient
 from rms.replay import iso
 from taskruns import chunks, enqueue, kinds
 from taskruns.heartbeat import ProgressWriter, RunHeartbeat, stale_before
+from taskruns.models import TaskChunk, TaskRun
 
 logger = logging.getLogger(__name__)
 

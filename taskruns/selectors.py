@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 
-from feedback.models import TaskRun
+from taskruns.models import TaskRun
 
 
 def task_run_gauges():

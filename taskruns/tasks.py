@@ -35,11 +35,11 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from feedback import snapshots, sweep
-from feedback.models import TaskRun
 from rms.errors import DomainError
 from taskruns import chunks, claims, enqueue, heartbeat, runs
 from taskruns.heartbeat import ChunkProgressWriter
 from taskruns.kinds import KINDS
+from taskruns.models import TaskRun
 from taskruns.runs import TRANSIENT
 
 logger = logging.getLogger(__name__)

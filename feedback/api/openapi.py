@@ -7,10 +7,10 @@ from rest_framework import serializers
 
 from feedback import metrics, utility
 from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
-from feedback.models import TaskRun
 from rms import policy
 from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
 from taskruns import kinds
+from taskruns.models import TaskRun
 
 EFFECTS = (
     policy.EFFECT_REINFORCED,

@@ -23,7 +23,7 @@ from feedback import (
     services,
 )
 from feedback.api import fastpath, openapi, serializers
-from feedback.models import Alert, TaskRun
+from feedback.models import Alert
 from feedback.selectors import export as export_selectors
 from rms import selectors as core
 from rms import telemetry
@@ -39,6 +39,7 @@ from rms.api.serializers import SignalIn, objects_out
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
 from taskruns import kinds, runs
+from taskruns.models import TaskRun
 
 JSON = "application/json"
 ANALYSIS_BOUNDS = (

@@ -111,7 +111,18 @@ def test_the_enqueue_door_imports_no_service_and_no_task_module():
 
 
 #: The room's modules leaf first, as its ``__init__`` lists them; the app config on top.
-LAYERS = ("enqueue", "heartbeat", "claims", "kinds", "chunks", "runs", "selectors", "tasks", "apps")
+LAYERS = (
+    "models",
+    "enqueue",
+    "heartbeat",
+    "claims",
+    "kinds",
+    "chunks",
+    "runs",
+    "selectors",
+    "tasks",
+    "apps",
+)
 
 
 def test_each_task_runs_module_imports_only_those_below_it():
