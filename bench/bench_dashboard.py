@@ -168,10 +168,10 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
         MetricSnapshot,
         SessionNamespace,
         SignalRecord,
-        TaskRun,
     )
     from rms.models import ApiClient, MemoryObject, Namespace, Operation, Relationship
     from rms.policy import DEFAULT_CONFIDENCE, DEFAULT_DECAY_PROFILE, ceiling_for
+    from taskruns.models import TaskRun
 
     rng = random.Random(seed)
     now = datetime.now(UTC).replace(microsecond=0)

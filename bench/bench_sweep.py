@@ -539,7 +539,7 @@ class Workers:
             log.close()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        from feedback.models import WorkerHeartbeat
+        from taskruns.models import WorkerHeartbeat
 
         deadline = time.monotonic() + timeout
         while WorkerHeartbeat.objects.filter(name__in=self.names).count() < len(self.names):
@@ -584,11 +584,11 @@ def fresh_copy(template: str) -> str:
 def one_round(args, count: int, template: str, n: int) -> dict:
     from django.db import connection
 
-    from feedback.models import TaskRun
     from feedback.sweep import candidates
-    from feedback.taskruns import kinds, runs
     from rms.celery import app
     from rms.models import Operation
+    from taskruns import kinds, runs
+    from taskruns.models import TaskRun
 
     copy = fresh_copy(template)
     workers = Workers(count, copy, args.redis)

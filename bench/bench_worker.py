@@ -98,9 +98,9 @@ def build(args, on_checkpoint=None) -> dict:
 
     from feedback.api.views import session_item
     from feedback.ingest import record_sessions
-    from feedback.taskruns import enqueue
     from rms import services
     from rms.models import ApiClient, Operation
+    from taskruns import enqueue
 
     # The after-session sweep trigger would queue messages nobody consumes here.
     enqueue.sweep_objects = lambda ids: None
@@ -200,8 +200,8 @@ def child(kind: str) -> None:
         floor_child()
         return
     common.django_setup(DB)
-    from feedback.models import TaskRun
-    from feedback.taskruns import tasks
+    from taskruns import tasks
+    from taskruns.models import TaskRun
 
     run = TaskRun.objects.create(kind=kind, params={}, created_by="bench")
     baseline = current_rss_mib()
@@ -268,8 +268,8 @@ SIMULATIONS = [
 
 
 def simulations(rows: list) -> bool:
-    from feedback.models import TaskRun
-    from feedback.taskruns import kinds, tasks
+    from taskruns import kinds, tasks
+    from taskruns.models import TaskRun
 
     ok = True
     for kind, params in SIMULATIONS:

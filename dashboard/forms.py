@@ -74,7 +74,7 @@ def parse_utc(raw: str | None) -> datetime | None:
 
 
 def task_params(kind_spec, data) -> tuple[dict, dict[str, str]]:
-    """Form strings → typed task params (``feedback.taskruns.kinds.Param``); empty fields keep the
+    """Form strings → typed task params (``taskruns.kinds.Param``); empty fields keep the
     kind's default. Returns (params, errors); bounds are checked by ``task_start``."""
     params: dict = {}
     errors: dict[str, str] = {}

@@ -78,7 +78,8 @@ def demo_pages() -> dict[str, str]:
     """Screenshot name → dashboard path, chosen from the demo data (``seed_demo``) in the
     database: the bloated ``devops`` namespace's overview and queue, the richest ``support``
     object and session, and every finished simulation run compared."""
-    from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
+    from feedback.models import FeedbackAggregate, FeedbackSession
+    from taskruns.models import TaskRun
 
     agg = (
         FeedbackAggregate.objects.filter(namespace__name="support", object__pinned=False)

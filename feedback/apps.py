@@ -7,9 +7,7 @@ class FeedbackConfig(AppConfig):
 
     def ready(self) -> None:
         from feedback.selectors import aggregate_extra
-        from feedback.taskruns import tasks  # noqa: F401  registers the Celery tasks
-        from feedback.taskruns.heartbeat import worker_liveness
-        from rms.extensions import register_health_extra, register_object_extra
+        from rms.extensions import register_object_extra
 
         register_object_extra(aggregate_extra)
 
@@ -22,12 +20,7 @@ class FeedbackConfig(AppConfig):
 
         register_object_field("aggregate", AggregateOut())
 
-        from feedback.selectors import task_run_gauges
+        from feedback.selectors import retrieval_quality_gauges
         from rms.telemetry import register_state_reader
 
-        register_state_reader(task_run_gauges)
-
-        from feedback.selectors import retrieval_quality_gauges
-
         register_state_reader(retrieval_quality_gauges)
-        register_health_extra("worker", worker_liveness)

@@ -22,11 +22,11 @@ from analysis import api as detection
 from feedback import aggregates, planner, selectors, services
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
-from feedback.taskruns import enqueue
 from rms import gcpause, store
 from rms import services as core
 from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Namespace, Operation, SessionTally
+from taskruns import enqueue
 
 __all__ = ["MAX_BATCH", "OBJECT_FIELDS", "Item", "record_one", "record_sessions"]
 

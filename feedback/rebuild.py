@@ -11,7 +11,7 @@ the same transaction, so under the locks the log of those objects is complete an
 while it is folded and the aggregates written. It reads only the operations of those objects
 plus the FEEDBACK_SESSION operations of the sessions that injected them (named by each
 INJECTION_EVENT's ``feedback_session_id``), so a chunk costs its own share of the log. The
-worker fans a rebuild out as key-range chunks (``feedback.taskruns.chunks``), one transaction each.
+worker fans a rebuild out as key-range chunks (``taskruns.chunks``), one transaction each.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ lock and re-checks the candidate condition, because a session or a concurrent sw
 changed it since the unlocked read: an object checked by one sweep is no longer a candidate
 when a concurrent one gets its lock, so it is decided once. ``lo``/``hi`` restrict a sweep to a
 key range: the worker task fans a sweep out over Celery as key-range chunks
-(``feedback.taskruns``), which is how a sweep uses more than one core or machine. A crash leaves
+(``taskruns``), which is how a sweep uses more than one core or machine. A crash leaves
 finished chunks committed and the rest untouched; as a checked object is no longer a candidate,
 a rerun finishes the job and ends in the same state as one clean run. Nothing here retries; the
 task that calls :func:`sweep` may simply run it again.

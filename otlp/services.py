@@ -28,11 +28,11 @@ from django.utils import timezone
 
 from feedback import ingest
 from feedback.api.views import count_ingested, session_item
-from feedback.taskruns import enqueue
 from otlp import mapping, telemetry
 from otlp.models import OtlpSpan, OtlpTrace
 from rms.errors import DomainError
 from rms.models import ApiClient, MemoryObject, Namespace
+from taskruns import enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,12 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedback import aggregates
-from feedback.models import FeedbackAggregate, TaskRun
-from feedback.taskruns import runs
+from feedback.models import FeedbackAggregate
 from rms import services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
+from taskruns import runs
+from taskruns.models import TaskRun
 
 
 class NamespaceFactory(factory.django.DjangoModelFactory):

@@ -10,10 +10,8 @@ import json
 from django.db.models import F
 from django.db.models.fields.json import KT
 
-from feedback.models import (
-    TaskRun,
-)
 from rms.models import Namespace, Operation
+from taskruns.models import TaskRun
 
 # --- tasks ---------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from dashboard.charts import simulations as charts
 from dashboard.permissions import OPERATORS, dashboard_view
 from dashboard.selectors import tasks as selectors
 from dashboard.views.common import page_of, run_rows, sort_of
-from feedback.models import TaskRun
+from taskruns.models import TaskRun
 
 SIMULATION_KINDS = ("stability_simulation", "precision_simulation", "benchmark_suite")
 # --- simulations (SPEC §14) ----------------------------------------------------------------------

@@ -17,8 +17,8 @@ from dashboard.permissions import OPERATORS, dashboard_view
 from dashboard.selectors import tasks as selectors
 from dashboard.selectors.objects import objects_by_id
 from dashboard.views.common import page_of, redirect_back, run_rows, sort_of
-from feedback.models import TaskRun
 from rms.errors import DomainError
+from taskruns.models import TaskRun
 
 TASK_DESCRIPTIONS = {
     "ignored_sweep": "Penalise objects ignored in N relevant sessions in a row (SPEC §9).",
@@ -33,14 +33,14 @@ TASK_DESCRIPTIONS = {
 
 
 def _taskruns():
-    # Imported when used: feedback.taskruns pulls in the simulations module.
-    from feedback.taskruns import kinds
+    # Imported when used: taskruns pulls in the simulations module.
+    from taskruns import kinds
 
     return kinds
 
 
 def _task_runs():
-    from feedback.taskruns import runs
+    from taskruns import runs
 
     return runs
 

@@ -7,10 +7,10 @@ from rest_framework import serializers
 
 from feedback import metrics, utility
 from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
-from feedback.models import TaskRun
-from feedback.taskruns import kinds
 from rms import policy
 from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
+from taskruns import kinds
+from taskruns.models import TaskRun
 
 EFFECTS = (
     policy.EFFECT_REINFORCED,
@@ -204,7 +204,7 @@ class DetectOut(serializers.Serializer):
 
 
 def task_kind(**kw) -> serializers.ChoiceField:
-    """The task kinds of API.md, read from ``feedback.taskruns.kinds`` (a new kind is listed)."""
+    """The task kinds of API.md, read from ``taskruns.kinds`` (a new kind is listed)."""
     return _choice(kinds.KINDS, **kw)
 
 

@@ -140,7 +140,7 @@ class DetectIn(StrictSerializer):
 
 
 class TaskIn(StrictSerializer):
-    """The kind and its params are checked by ``feedback.taskruns`` (role first, then params)."""
+    """The kind and its params are checked by ``taskruns`` (role first, then params)."""
 
     kind = StrictCharField(max_length=40)
     params = serializers.JSONField(required=False, default=dict)

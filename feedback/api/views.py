@@ -25,10 +25,9 @@ from feedback import (
     suppression,
 )
 from feedback.api import fastpath, openapi, serializers
-from feedback.models import Alert, TaskRun
+from feedback.models import Alert
 from feedback.selectors import export as export_selectors
 from feedback.selectors import suppressed
-from feedback.taskruns import kinds, runs
 from rms import selectors as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
@@ -43,6 +42,8 @@ from rms.api.serializers import SignalIn, objects_out
 from rms.errors import DomainError, NotFound
 from rms.oplog import canonical_json
 from rms.replay import iso
+from taskruns import kinds, runs
+from taskruns.models import TaskRun
 
 JSON = "application/json"
 ANALYSIS_BOUNDS = (

@@ -18,7 +18,6 @@ from feedback.models import (
     InjectionEvent,
     SessionNamespace,
     SignalRecord,
-    TaskRun,
 )
 from rms import selectors as core
 from rms import store
@@ -343,22 +342,6 @@ def alerts(*, namespace=None, visible: set[str] | None = None, state: str | None
 def alerts_before(qs, raised_at: datetime, last_id: uuid.UUID):
     """The rows after a keyset position (raised_at, id) in newest-first order."""
     return qs.filter(Q(raised_at__lt=raised_at) | Q(raised_at=raised_at, id__lt=last_id))
-
-
-# --- telemetry ----------------------------------------------------------------------------------
-
-
-def task_run_gauges():
-    """``rms_task_runs{kind, state}``: stored task runs, read when /metrics is scraped."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    runs = GaugeMetricFamily(
-        "rms_task_runs", "Task runs stored, by kind and state.", labels=["kind", "state"]
-    )
-    rows = TaskRun.objects.values_list("kind", "state").annotate(n=Count("*")).order_by()
-    for kind, state, n in rows:
-        runs.add_metric([kind, state], n)
-    return [runs]
 
 
 def ranking_inputs(obj, agg) -> retrieval.RankingInputs:

@@ -154,7 +154,7 @@ class Store(ABC):
     def key_boundaries(self, qs: models.QuerySet, key: str, size: int) -> list[str]:
         """Every ``size``-th value of ``key`` in ``qs`` after the first (values number 1 + size,
         1 + 2·size, … in key order), as text, from one query: where to cut a pass into chunks
-        of ``size`` keys (``feedback.taskruns.chunks``)."""
+        of ``size`` keys (``taskruns.chunks``)."""
         inner_sql, params = (
             qs.order_by().annotate(fanout_key=F(key)).values("fanout_key").query.sql_with_params()
         )

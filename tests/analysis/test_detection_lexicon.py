@@ -192,8 +192,8 @@ def test_spelled_hundreds_and_the_scope_of_no():
 
 def test_web_and_worker_processes_load_the_tables_before_the_first_analysis(monkeypatch):
     from analysis import api as detection
-    from feedback.taskruns import tasks
     from rms import gunicorn_conf
+    from taskruns import tasks
 
     related_table.cache_clear()
     detection._frequencies.cache_clear()

@@ -18,11 +18,12 @@ from django.utils import timezone
 
 from feedback import ingest, simulations, suite
 from feedback.api.views import session_item
-from feedback.models import MetricSnapshot, TaskRun
+from feedback.models import MetricSnapshot
 from feedback.selectors import namespace_metrics
 from rms import edges, policy, services
 from rms.models import ApiClient, MemoryObject, Namespace
 from rms.services import Actor
+from taskruns.models import TaskRun
 from tests.factories import make_client
 
 CONTENT = {

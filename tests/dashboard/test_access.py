@@ -7,8 +7,8 @@ import uuid
 import pytest
 from django.test import Client
 
-from feedback.models import TaskRun
 from rms.models import Operation
+from taskruns.models import TaskRun
 from tests.dashboard.conftest import login
 
 pytestmark = pytest.mark.django_db

@@ -47,7 +47,7 @@ def chromium():
 
 @pytest.fixture(autouse=True)
 def _no_worker_messages(monkeypatch):
-    monkeypatch.setattr("feedback.taskruns.enqueue.sweep_objects", lambda ids: None)
+    monkeypatch.setattr("taskruns.enqueue.sweep_objects", lambda ids: None)
 
 
 def test_every_page_and_chart_renders_under_the_policy(chromium, live_server):

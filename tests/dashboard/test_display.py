@@ -11,10 +11,11 @@ from django.contrib.messages import get_messages
 from django.utils import timezone
 
 from feedback import alerts, simulations, suite
-from feedback.models import MetricSnapshot, TaskRun
+from feedback.models import MetricSnapshot
 from feedback.selectors import namespace_metrics
 from feedback.sweep import sweep
 from rms.models import Operation
+from taskruns.models import TaskRun
 from tests.dashboard.conftest import T0, login, record, session_body
 from tests.factories import make_client, make_object
 

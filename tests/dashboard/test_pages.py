@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 
 from feedback import simulations, suite
-from feedback.models import FeedbackAggregate, MetricSnapshot, TaskRun
+from feedback.models import FeedbackAggregate, MetricSnapshot
 from feedback.selectors import namespace_metrics
 from rms.models import Operation
+from taskruns.models import TaskRun
 from tests.dashboard.conftest import T0, build_history, login, record, session_body
 from tests.factories import make_client, make_object
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 
 from feedback import simulations
-from feedback.models import TaskRun
+from taskruns.models import TaskRun
 from tests.dashboard.conftest import build_history, login
 from tests.factories import make_client
 

@@ -140,7 +140,7 @@ def wait_for_task(api, worker: Worker, task_id: str, *, timeout: float = 60.0, s
 
 def wait_until_ready(workers: list[Worker], timeout: float = 60.0) -> None:
     """Until every worker wrote its heartbeat row (it does at ``worker_ready``)."""
-    from feedback.models import WorkerHeartbeat
+    from taskruns.models import WorkerHeartbeat
 
     deadline = time.monotonic() + timeout
     names = {w.node for w in workers}

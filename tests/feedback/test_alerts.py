@@ -10,9 +10,9 @@ import time_machine
 
 from feedback import metrics, snapshots
 from feedback.models import Alert, MetricSnapshot
-from feedback.taskruns import kinds, tasks
 from rms import verification
 from rms.models import Namespace, Operation
+from taskruns import kinds, tasks
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

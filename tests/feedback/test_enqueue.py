@@ -1,4 +1,4 @@
-"""The one door to the worker (``feedback.taskruns.enqueue``): tasks are queued by their
+"""The one door to the worker (``taskruns.enqueue``): tasks are queued by their
 registered names, which stay those queued messages and beat entries already carry."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from feedback.taskruns import enqueue, tasks
 from otlp import services as otlp_services
 from rms.celery import app
+from taskruns import enqueue, tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_the_web_process_finds_the_tasks_by_name_after_setup():
     code = (
         "import django; django.setup()\n"
         "from rms.celery import app\n"
-        "from feedback.taskruns import enqueue\n"
+        "from taskruns import enqueue\n"
         "from otlp import services\n"
         "names = [enqueue.RUN_TASK, enqueue.RUN_CHUNK, enqueue.SWEEP_OBJECTS, "
         "services.ASSEMBLE_TRACES]\n"

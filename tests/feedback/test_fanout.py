@@ -1,4 +1,4 @@
-"""Fan-out of the long passes (``feedback.taskruns.chunks``), in this process: planning, the
+"""Fan-out of the long passes (``taskruns.chunks``), in this process: planning, the
 chunk_size parameter, progress summed over chunks, merged results equal to one whole pass,
 failures, retries and the reconciler. Real workers: test_fanout_workers.py."""
 
@@ -12,12 +12,13 @@ from django.db import OperationalError
 
 from feedback import rebuild, sweep
 from feedback.aggregates import FIELDS
-from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskRun
-from feedback.taskruns import chunks as fanout
-from feedback.taskruns import claims, enqueue, heartbeat, kinds, tasks
+from feedback.models import FeedbackAggregate, FeedbackSession
 from rms import store, verification
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
+from taskruns import chunks as fanout
+from taskruns import claims, enqueue, heartbeat, kinds, tasks
+from taskruns.models import TaskChunk, TaskRun
 from tests.factories import (
     build_log,
     build_sweep_twin,

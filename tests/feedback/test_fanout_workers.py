@@ -20,10 +20,11 @@ import pytest
 from django.db import connection, transaction
 
 from feedback import aggregates, rebuild, sweep
-from feedback.models import FeedbackAggregate, FeedbackSession, TaskChunk, TaskRun
-from feedback.taskruns import enqueue, tasks
+from feedback.models import FeedbackAggregate, FeedbackSession
 from rms import verification
 from rms.models import MemoryObject, Operation
+from taskruns import enqueue, tasks
+from taskruns.models import TaskChunk, TaskRun
 from tests.factories import CRASH_CASES, build_sweep_twin, make_namespace, new_object, streak
 from tests.feedback.conftest import two_workers, wait_for_task
 

@@ -16,8 +16,9 @@ import uuid
 import pytest
 from django.conf import settings
 
-from feedback.models import FeedbackSession, TaskRun
-from feedback.taskruns import runs, tasks
+from feedback.models import FeedbackSession
+from taskruns import runs, tasks
+from taskruns.models import TaskRun
 from tests.factories import make_client, make_namespace, make_object
 from tests.feedback.conftest import ROOT, start_worker, stop_worker, tasks_sent_to
 from tests.servers import RedisServer, free_port, gunicorn, stop, subprocess_database_url

@@ -10,10 +10,11 @@ import time
 import pytest
 
 from feedback import rebuild
-from feedback.models import FeedbackAggregate, FeedbackSession, TaskRun
-from feedback.taskruns import heartbeat, kinds, runs
+from feedback.models import FeedbackAggregate, FeedbackSession
 from rms import verification
 from rms.models import Operation
+from taskruns import heartbeat, kinds, runs
+from taskruns.models import TaskRun
 from tests.factories import make_objects, post, session
 
 pytestmark = pytest.mark.django_db

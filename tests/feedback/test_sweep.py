@@ -20,11 +20,11 @@ from feedback import aggregates, rebuild, relevance
 from feedback import sweep as sweep_mod
 from feedback.models import FeedbackAggregate, InjectionEvent, SignalRecord
 from feedback.sweep import sweep
-from feedback.taskruns import enqueue
 from rms import services
 from rms.errors import DomainError
 from rms.models import MemoryObject, Operation
 from rms.verification import verify_object_chain, verify_object_replay
+from taskruns import enqueue
 from tests.factories import (
     REFUND_CONTENT,
     REFUND_TEXT,

@@ -26,13 +26,12 @@ from feedback.models import (
     FeedbackAggregate,
     FeedbackSession,
     MetricSnapshot,
-    TaskChunk,
-    TaskRun,
 )
-from feedback.taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
 from rms import verification
 from rms.errors import DomainError, Forbidden
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation
+from taskruns import claims, enqueue, heartbeat, kinds, runs, tasks
+from taskruns.models import TaskChunk, TaskRun
 from tests.factories import (
     build_log,
     go_stale,

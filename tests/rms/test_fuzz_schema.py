@@ -47,7 +47,7 @@ CHECKS = [
 @pytest.fixture
 def fuzz_world(transactional_db, monkeypatch):
     """Rows for the path parameters, and a token per role. Tasks are recorded, not sent."""
-    from feedback.taskruns import runs
+    from taskruns import runs
 
     monkeypatch.setattr(runs, "enqueue", lambda run: None)
     make_namespace("support")

@@ -265,7 +265,7 @@ def test_request_bodies_bounded_by_the_int32_maximum_carry_real_examples(anon_ap
 
 @pytest.fixture
 def recorder(anon_api, monkeypatch):
-    from feedback.taskruns import runs
+    from taskruns import runs
 
     monkeypatch.setattr(runs, "enqueue", lambda run: None)  # no worker in this test
     make_namespace("support")

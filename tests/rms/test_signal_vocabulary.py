@@ -17,7 +17,16 @@ from rms import policy
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The shipped code: the service's apps and the Python client.
-PACKAGES = ("rms", "feedback", "analysis", "dashboard", "delivery", "otlp", "clients/python/src")
+PACKAGES = (
+    "rms",
+    "feedback",
+    "taskruns",
+    "analysis",
+    "dashboard",
+    "delivery",
+    "otlp",
+    "clients/python/src",
+)
 #: The policy says it; the client's copy is pinned to it by tests/client/test_vocabulary.py.
 ALLOWED = {Path("rms/policy.py"), Path("clients/python/src/rms_client/vocabulary.py")}
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from feedback.taskruns import runs, tasks
+from taskruns import runs, tasks
 from tests.factories import samples, scrape, value
 
 

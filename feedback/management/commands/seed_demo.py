@@ -22,11 +22,12 @@ from django.utils import timezone
 
 from feedback import alerts, ingest, simulations, suite
 from feedback.api.fastpath import validate_session
-from feedback.models import MetricSnapshot, TaskRun
+from feedback.models import MetricSnapshot
 from feedback.selectors import namespace_metrics
 from rms import edges, policy, services
 from rms.api.auth import new_token, token_digest
 from rms.models import ApiClient, Namespace
+from taskruns.models import TaskRun
 
 FACTS = {
     "support": {

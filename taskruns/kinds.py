@@ -1,6 +1,6 @@
 """The one registry of task kinds (API.md tasks): who may start each, its params and their
 validation, the service that runs it, and for the kinds that fan out
-(``feedback.taskruns.chunks``) what a chunk walks and how the chunks' results merge.
+(``taskruns.chunks``) what a chunk walks and how the chunks' results merge.
 
 The services stay in their own rooms; this module only adapts their signatures. Validation
 reports everything a caller can get wrong before anything is written, so a bad request is a
@@ -47,7 +47,7 @@ class Param:
     max: float | None = None
 
 
-#: Keys per chunk of a fanned-out kind (``feedback.taskruns.chunks``): objects for the sweep,
+#: Keys per chunk of a fanned-out kind (``taskruns.chunks``): objects for the sweep,
 #: the rebuild and the replay check, targets of each table for the chain check.
 DEFAULT_CHUNK_SIZE = 1000
 MAX_CHUNK_SIZE = 100_000
@@ -62,7 +62,7 @@ MAX_CORPUS = 1000
 
 @dataclass(frozen=True)
 class Chunked:
-    """How a fanned-out kind runs as key-range chunks (``feedback.taskruns.chunks``)."""
+    """How a fanned-out kind runs as key-range chunks (``taskruns.chunks``)."""
 
     #: (table, queryset of its rows, key field) for the run's params, in the order they run.
     tables: Callable[[dict], list[tuple[str, QuerySet, str]]]

@@ -42,14 +42,14 @@ def publish(name: str, args: tuple, queue: str | None = None) -> None:
 
 def run_task(run_id) -> None:
     """Publish ``run_task`` for a committed TaskRun. A broker error propagates (the caller,
-    ``feedback.taskruns.runs.send``, logs and counts it; the reconciler sends the run again)."""
+    ``taskruns.runs.send``, logs and counts it; the reconciler sends the run again)."""
     publish(RUN_TASK, (str(run_id),))
 
 
 def run_chunk(chunk_id, queue: str | None = None) -> None:
     """Publish ``run_chunk`` for a committed chunk of a fanned-out run, to ``queue`` (default:
     the default queue). A broker error propagates (the caller,
-    ``feedback.taskruns.chunks.send_chunks``, logs and counts it; the reconciler sends the chunk
+    ``taskruns.chunks.send_chunks``, logs and counts it; the reconciler sends the chunk
     again)."""
     publish(RUN_CHUNK, (int(chunk_id),), queue)
 

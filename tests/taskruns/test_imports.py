@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("rms", "feedback", "dashboard", "delivery", "otlp")
+PACKAGES = ("rms", "feedback", "taskruns", "analysis", "dashboard", "delivery", "otlp")
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -89,7 +89,7 @@ def test_no_cycle_passes_through_task_runs_or_a_task_module():
     involved = [
         component
         for component in cycles(import_graph())
-        if any(m.startswith("feedback.taskruns") or m.endswith(".tasks") for m in component)
+        if any(m.split(".")[0] == "taskruns" or m.endswith(".tasks") for m in component)
     ]
     assert involved == []
 
@@ -107,9 +107,33 @@ def test_the_walker_sees_an_import_inside_a_function(tmp_path):
 
 def test_the_enqueue_door_imports_no_service_and_no_task_module():
     graph = import_graph()
-    assert graph["feedback.taskruns.enqueue"] <= {
-        "feedback",
-        "feedback.taskruns",
-        "rms",
-        "rms.celery",
-    }
+    assert graph["taskruns.enqueue"] <= {"taskruns", "rms", "rms.celery"}
+
+
+#: The room's modules leaf first, as its ``__init__`` lists them; the app config on top.
+LAYERS = (
+    "models",
+    "enqueue",
+    "heartbeat",
+    "claims",
+    "kinds",
+    "chunks",
+    "runs",
+    "selectors",
+    "tasks",
+    "apps",
+)
+
+
+def test_each_task_runs_module_imports_only_those_below_it():
+    graph = import_graph()
+    modules = {m for m in graph if m.startswith("taskruns.")}
+    assert modules == {f"taskruns.{name}" for name in LAYERS}
+    upward = [
+        (module, target)
+        for module in sorted(modules)
+        for target in graph[module]
+        if target.startswith("taskruns.")
+        and LAYERS.index(target.split(".")[1]) >= LAYERS.index(module.split(".")[1])
+    ]
+    assert upward == []

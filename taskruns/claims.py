@@ -12,8 +12,8 @@ import socket
 from django.db.models import F, Q
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun
-from feedback.taskruns.heartbeat import stale_before
+from taskruns.heartbeat import stale_before
+from taskruns.models import TaskChunk, TaskRun
 
 #: The hostname recorded for chunks run in the calling process (no worker: tests, direct calls).
 LOCAL_HOSTNAME = f"inline@{socket.gethostname()}"

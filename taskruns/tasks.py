@@ -1,7 +1,7 @@
 """Celery tasks of task runs (STYLE §6–§8): thin — ids and JSON in, re-fetch, call services.
 
 The top of the import graph: this module imports the services and none of them imports it;
-code that queues a task goes through ``feedback.taskruns.enqueue``, by the registered names
+code that queues a task goes through ``taskruns.enqueue``, by the registered names
 below (``name=``), which are kept from before the task-runs package so messages already queued
 and beat entries still find them.
 
@@ -14,7 +14,7 @@ died is delivered again), so every task is idempotent first:
   Every domain function it calls may be rerun from the start: the sweep examines an object only
   when its streak has grown (SPEC §9), a rebuild writes the same values, verifications and
   simulations write nothing.
-- The sweep, the rebuild and the verifications fan out (``feedback.taskruns.chunks``): ``run_task``
+- The sweep, the rebuild and the verifications fan out (``taskruns.chunks``): ``run_task``
   plans key-range chunks and ``run_chunk`` runs each on any worker, claimed like a run; the
   last chunk finalises the run. Called directly (tests, no worker) ``run_task`` runs the
   chunks one after another in the calling process, through the same ``run_chunk``.
@@ -35,12 +35,12 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from feedback import snapshots, sweep
-from feedback.models import TaskRun
-from feedback.taskruns import chunks, claims, enqueue, heartbeat, runs
-from feedback.taskruns.heartbeat import ChunkProgressWriter
-from feedback.taskruns.kinds import KINDS
-from feedback.taskruns.runs import TRANSIENT
 from rms.errors import DomainError
+from taskruns import chunks, claims, enqueue, heartbeat, runs
+from taskruns.heartbeat import ChunkProgressWriter
+from taskruns.kinds import KINDS
+from taskruns.models import TaskRun
+from taskruns.runs import TRANSIENT
 
 logger = logging.getLogger(__name__)
 

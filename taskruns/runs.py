@@ -2,7 +2,7 @@
 and the reconciler that sees no run or chunk is lost or stuck.
 
 ``task_start`` validates everything a caller can get wrong before anything is written (the
-rules are the kinds', ``feedback.taskruns.kinds``); the run is enqueued only after its row is
+rules are the kinds', ``taskruns.kinds``); the run is enqueued only after its row is
 committed (STYLE §6), so the worker always finds it. Task state lives in the TaskRun table, not
 in a result backend.
 """
@@ -18,13 +18,13 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun
-from feedback.taskruns import chunks, enqueue, kinds
-from feedback.taskruns.heartbeat import ProgressWriter, RunHeartbeat, stale_before
 from rms import telemetry
 from rms.errors import DomainError
 from rms.models import ApiClient
 from rms.replay import iso
+from taskruns import chunks, enqueue, kinds
+from taskruns.heartbeat import ProgressWriter, RunHeartbeat, stale_before
+from taskruns.models import TaskChunk, TaskRun
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from django.db.models import Avg, F, FloatField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun, WorkerHeartbeat
 from rms.replay import iso
+from taskruns.models import TaskChunk, TaskRun, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 

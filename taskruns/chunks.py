@@ -1,4 +1,4 @@
-"""Fan-out of the long passes over Celery: the kinds with ``chunks`` in ``feedback.taskruns.kinds``
+"""Fan-out of the long passes over Celery: the kinds with ``chunks`` in ``taskruns.kinds``
 (``ignored_sweep``, ``rebuild_aggregates``, ``verify_replay``, ``verify_chain``) run as key-range
 chunks on whatever workers listen.
 
@@ -35,10 +35,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from feedback.models import TaskChunk, TaskRun
-from feedback.taskruns import enqueue, heartbeat
-from feedback.taskruns.kinds import DEFAULT_CHUNK_SIZE, KINDS
 from rms import store, telemetry
+from taskruns import enqueue, heartbeat
+from taskruns.kinds import DEFAULT_CHUNK_SIZE, KINDS
+from taskruns.models import TaskChunk, TaskRun
 
 logger = logging.getLogger(__name__)
 
