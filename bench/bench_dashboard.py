@@ -13,7 +13,10 @@ nor valid hash chains: the pages read them, they do not verify them. The real in
 at about 130 sessions/s on this host, which would take a quarter of an hour for the data set.
 
     .venv/bin/python bench/bench_dashboard.py [--objects 100000] [--injections 1000000]
-                                              [--runs 30] [--reuse]
+                                              [--runs 30] [--reuse] [--db rms_bench_dash]
+
+``--db`` names the scratch database (``rms_bench*``), so two checkouts on one machine do not
+rebuild each other's.
 
 The overview caches its metric sums for 60 s (dashboard.selectors.METRICS_CACHE_SECONDS) and
 ``dashboard.tasks.warm_overview`` recomputes them ahead while someone watches; it is measured
@@ -38,7 +41,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DB = "rms_bench_dash"
-DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DB}"
 TARGET_P95_MS = 150.0
 NAMESPACES = {"support": 0.60, "travel": 0.20, "devops": 0.15, "billing": 0.05}
 INJECTIONS_PER_SESSION = 10
@@ -67,9 +69,11 @@ def psql(*sql: str) -> None:
 
 
 def setup_django():
-    os.environ["DATABASE_URL"] = DATABASE_URL
+    os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{DB}"
     os.environ.setdefault("RMS_VAR_DIR", str(ROOT / "var" / "bench"))
     os.environ["DJANGO_SETTINGS_MODULE"] = "rms.settings"
+    # A development checkout: the built-in key, unless SECRET_KEY is set (as bench/common.py).
+    os.environ.setdefault("RMS_DEVELOPMENT", "true")
     for name in ("DEBUG", "REDIS_URL", "CELERY_BROKER_URL"):
         os.environ.pop(name, None)
     import django
@@ -622,12 +626,17 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
 
 
 def main() -> None:
+    global DB
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--injections", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--reuse", action="store_true", help="keep an existing database")
+    parser.add_argument("--db", default=DB, help="scratch database (rms_bench*)")
     args = parser.parse_args()
+    if not (args.db.startswith("rms_bench") and args.db.replace("_", "").isalnum()):
+        parser.error("--db: benchmark databases are rms_bench*")
+    DB = args.db
 
     exists = (
         subprocess.run(
