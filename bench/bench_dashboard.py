@@ -565,7 +565,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def measure(runs: int) -> list[tuple[str, float, float, int]]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (from /proc; clock ticks of 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(runs: int) -> list[tuple[str, float, float, int, float]]:
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
     from django.db import connection
@@ -609,6 +615,13 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
         cache.clear()
         for _ in range(2):
             assert c.get(path).status_code == 200, path
+        # CPU per request, this process and its PostgreSQL backend, over all the runs: the
+        # figure the machine's other load does not inflate the way it does wall time (the
+        # overview's second connection is not counted).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
+        cpu0, pg0 = time.process_time(), _cpu_seconds(backend)
         times = []
         for _ in range(runs):
             if cold:
@@ -617,11 +630,12 @@ def measure(runs: int) -> list[tuple[str, float, float, int]]:
             response = c.get(path)
             times.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200
+        cpu_ms = (time.process_time() - cpu0 + _cpu_seconds(backend) - pg0) * 1000 / runs
         if cold:
             cache.clear()
         with CaptureQueriesContext(connection) as ctx:
             c.get(path)
-        out.append((label, pct(times, 0.5), pct(times, 0.95), len(ctx.captured_queries)))
+        out.append((label, pct(times, 0.5), pct(times, 0.95), len(ctx.captured_queries), cpu_ms))
     return out
 
 
@@ -670,11 +684,12 @@ def main() -> None:
         f"\ndata: {n_obj:,} objects, {n_inj:,} injections, {n_ops:,} operations, "
         f"{n_sess:,} sessions; {args.runs} runs per page, in-process test Client, logged in\n"
     )
-    print(f"{'page':<28} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
+    print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'page':<28} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'CPU ms':>8}")
     worst = 0.0
-    for label, p50, p95, queries in measure(args.runs):
+    for label, p50, p95, queries, cpu_ms in measure(args.runs):
         flag = "" if p95 <= TARGET_P95_MS else "  > target"
-        print(f"{label:<28} {p50:>8.1f} {p95:>8.1f} {queries:>8}{flag}")
+        print(f"{label:<28} {p50:>8.1f} {p95:>8.1f} {queries:>8} {cpu_ms:>8.1f}{flag}")
         worst = max(worst, p95)
     print(f"\nworst p95 {worst:.1f} ms (target ≤ {TARGET_P95_MS:.0f} ms)")
 
