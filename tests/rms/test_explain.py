@@ -357,3 +357,29 @@ def test_explain_reads_the_chain_in_one_query_however_long(client_api, django_as
         signal(client_api, oid, "REFERENCED", START + timedelta(days=day), session_id=f"s-{day}")
     with django_assert_num_queries(4):
         explain(client_api, oid)
+
+
+@pytest.mark.django_db
+def test_explain_pauses_the_collector_for_its_request_only(client_api, monkeypatch):
+    """The answer is built and rendered with the collector off (rms.gcpause), and it is back on
+    after the request, answered or refused."""
+    import gc
+
+    from rms import selectors
+
+    real = selectors.object_explanation
+    seen = []
+
+    def recording(obj, as_of):
+        seen.append(gc.isenabled())
+        return real(obj, as_of)
+
+    monkeypatch.setattr(selectors, "object_explanation", recording)
+    oid = create(client_api)
+    signal(client_api, oid, "CONFIRMED", START + timedelta(days=1))
+    assert gc.isenabled()
+    answer = explain(client_api, oid)
+    assert answer["confidence"]["steps"][0]["op_type"] == "REINFORCE"
+    explain(client_api, oid, START - timedelta(days=1), status=404)
+    assert seen == [False, False]
+    assert gc.isenabled()
