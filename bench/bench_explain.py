@@ -14,7 +14,11 @@ In a fresh ``rms_bench_explain`` database (dropped at the end):
              over one day, p50/p95 over ``--repeat`` calls.
 
     .venv/bin/python bench/bench_explain.py [--ops 1000] [--objects 100000]
-        [--sessions 100000] [--per-session 10] [--repeat 20]
+        [--sessions 100000] [--per-session 10] [--repeat 20] [--db rms_bench_explain]
+
+``--sessions 0`` measures ``explain`` alone (it reads one chain: the rest of the data set does
+not change its plan or its rows); ``--db`` names the scratch database (``rms_bench*``), so two
+checkouts on one machine do not drop each other's.
 """
 
 from __future__ import annotations
@@ -141,8 +145,8 @@ def build_injections(client, ns, args, rng: random.Random) -> int:
 
 def run(args) -> None:
     print(f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    common.setup_database(DB)
-    common.django_setup(DB)
+    common.setup_database(args.db)
+    common.django_setup(args.db)
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
@@ -186,6 +190,9 @@ def run(args) -> None:
     print(f"# explain answer: {len(body.content) / 1024:.0f} KiB")
     label = f"explain ({n_ops} ops, {steps} effective-salience steps)"
     rows = [[label, cold, p[50], p[95], c[50], c[95]]]
+    if not args.sessions:
+        print_rows(rows)
+        return
 
     t0 = time.perf_counter()
     n_inj = build_injections(client, ns, args, rng)
@@ -218,6 +225,10 @@ def run(args) -> None:
     nan4 = [math.nan] * 4
     rows.append(["  of which: selector (grouped queries)", (t1 - t0) * 1000, *nan4])
     rows.append(["  of which: pure evaluate", (t2 - t1) * 1000, *nan4])
+    print_rows(rows)
+
+
+def print_rows(rows: list[list]) -> None:
     common.print_table(
         ["operation", "cold ms", "p50 ms", "p95 ms", "CPU p50", "CPU p95"],
         [[r[0], *(f"{v:.1f}" for v in r[1:])] for r in rows],
@@ -233,6 +244,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", action="store_true", help="cProfile one explain call")
+    parser.add_argument("--db", default=DB, help="scratch database (rms_bench*)")
     args = parser.parse_args()
     common.stop_on_sigterm()
     try:
@@ -241,7 +253,7 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        common.drop_database(DB)
+        common.drop_database(args.db)
     return 0
 
 

@@ -75,7 +75,7 @@ def _op_fields(op: replay.OpRecord, kind: str) -> dict:
     p = op.payload
     fields = {
         "kind": kind,
-        "operation_id": op.id,
+        "operation_id": None if op.id is None else str(op.id),
         "op_type": op.op_type,
         "ts": replay.iso(op.ts),
         "actor_id": op.actor_id,

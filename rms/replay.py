@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Any
 
 from rms import policy
 
@@ -85,7 +86,25 @@ class OpRecord:
     session_id: str | None
     payload: dict
     state: dict | None = None
-    id: str | None = None
+    #: The operation's id as read (a UUID from the database), for the explanation's steps.
+    id: Any = None
+
+    @classmethod
+    def from_row(cls, row: Any, payload: dict | None = None) -> OpRecord:
+        """The record of one operation row: an ``Operation``, or its columns read by name (a
+        named ``values_list`` row, ``rms.verification.OpRow``); a row without a ``state`` column
+        carries None. ``payload``: the row's payload when the caller decoded it apart."""
+        return cls(
+            row.seq,
+            row.op_type,
+            row.ts,
+            row.actor_id,
+            row.actor_type,
+            row.session_id,
+            row.payload if payload is None else payload,
+            getattr(row, "state", None),
+            row.id,
+        )
 
 
 @dataclass

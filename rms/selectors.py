@@ -8,10 +8,12 @@ one that does not exist (404), except where the caller names a namespace it may 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from rms import explain, extensions, object_query, oplog, policy, replay, store
 from rms.errors import DomainError, Forbidden, NotFound
@@ -187,7 +189,8 @@ def operations_page(
 
 # --- explanations ---------------------------------------------------------------------------------
 
-_OP_FIELDS = ("id", "seq", "op_type", "ts", "actor_id", "actor_type", "session_id", "payload")
+#: The columns of an operation the explanation reads, beside its payload.
+_CHAIN_FIELDS = ("id", "seq", "op_type", "ts", "actor_id", "actor_type", "session_id")
 
 
 def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
@@ -197,30 +200,22 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
     One indexed read of its chain up to ``as_of``, only the operations the fold reads: those
     that move the state and the FEEDBACK_EVENTs of refused signals (injections, sweep checks
     and the FEEDBACK_EVENT beside each applied signal, most of a long chain, stay in the
-    table)."""
+    table). Only the columns the fold reads, as plain rows (no model instances); the payloads
+    come as their JSON text and are decoded in one call for the whole chain, not by the
+    driver one row at a time (which costs about twice as much on a 1,000-operation chain)."""
     # A chain's (ts, seq) order is its seq order (ts never goes back on a chain).
-    rows = (
+    rows = list(
         Operation.objects.filter(target_id=obj.pk, ts__lte=as_of)
         .filter(
             Q(op_type__in=explain.STATE_OP_TYPES)
             | Q(op_type="FEEDBACK_EVENT", payload__effect=policy.EFFECT_REJECTED)
         )
+        .annotate(payload_text=Cast("payload", TextField()))
         .order_by("ts", "seq")
-        .values_list(*_OP_FIELDS)
+        .values_list(*_CHAIN_FIELDS, "payload_text", named=True)
     )
-    ops = (
-        replay.OpRecord(
-            seq=seq,
-            op_type=op_type,
-            ts=ts,
-            actor_id=actor_id,
-            actor_type=actor_type,
-            session_id=session_id,
-            payload=payload,
-            id=str(op_id),
-        )
-        for op_id, seq, op_type, ts, actor_id, actor_type, session_id, payload in rows
-    )
+    payloads = json.loads("[" + ",".join(row.payload_text for row in rows) + "]")
+    ops = map(replay.OpRecord.from_row, rows, payloads)
     try:
         answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
     except explain.NotYetCreated:

@@ -19,16 +19,7 @@ BATCH = 2000
 
 
 def op_record(op: Operation) -> replay.OpRecord:
-    return replay.OpRecord(
-        seq=op.seq,
-        op_type=op.op_type,
-        ts=op.ts,
-        actor_id=op.actor_id,
-        actor_type=op.actor_type,
-        session_id=op.session_id,
-        payload=op.payload,
-        state=op.state,
-    )
+    return replay.OpRecord.from_row(op)
 
 
 def chain_ops(target_id) -> Iterator[Operation]:
@@ -199,10 +190,7 @@ def _replay_target(obj: MemoryObject, ops: Iterable[OpRow], report: _Report) -> 
         report.operations += 1
         if not report.operations % PROGRESS_EVERY:
             report.report(report.operations)
-        record = replay.OpRecord(
-            op.seq, op.op_type, op.ts, op.actor_id, op.actor_type, op.session_id, op.payload,
-            op.state,
-        )  # fmt: skip
+        record = replay.OpRecord.from_row(op)
         try:
             state = replay.step(fold, record)
         except Exception as exc:  # a tampered payload may break the fold anywhere: report it

@@ -159,6 +159,32 @@ def play(admin, client, oid, actions) -> None:
         assert resp.status_code in (200, 400, 409), resp.json()
 
 
+def whole_chain_explanation(oid: str, as_of: datetime) -> dict:
+    """The explanation the plain way, to pin the selector's read against: every operation of
+    the chain up to ``as_of`` as a model instance (payload decoded by the driver, row by row),
+    the fold choosing what it reads."""
+    from rms import explain as explaining
+    from rms import replay
+    from rms.models import MemoryObject, Operation
+
+    obj = MemoryObject.objects.get(pk=oid)
+    ops = Operation.objects.filter(target_id=oid, ts__lte=as_of).order_by("ts", "seq")
+    answer = explaining.explain(
+        map(replay.OpRecord.from_row, ops), created_at=obj.created_at, as_of=as_of
+    )
+    return {"id": oid, "namespace": obj.namespace.name, **answer}
+
+
+def assert_same_as_whole_chain(oid: str, as_of: datetime) -> None:
+    """``rms.selectors.object_explanation`` (only the rows the fold reads, payloads decoded in
+    one call) answers exactly what folding the whole chain answers."""
+    from rms import selectors
+    from rms.models import MemoryObject
+
+    obj = MemoryObject.objects.select_related("namespace").get(pk=oid)
+    assert selectors.object_explanation(obj, as_of) == whole_chain_explanation(oid, as_of)
+
+
 @pytest.mark.django_db
 @settings(
     max_examples=40,
@@ -177,6 +203,8 @@ def test_explanation_of_any_history_chains_to_the_objects_state(admin_api, clien
     middle = START + timedelta(hours=sum(h for h, _ in actions) / 2)
     then = client_api.get(f"/api/v1/objects/{oid}/state", {"as_of": middle.isoformat()}).json()
     assert_adds_up(explain(client_api, oid, middle), then)
+    assert_same_as_whole_chain(oid, NOW)
+    assert_same_as_whole_chain(oid, middle)
 
 
 @pytest.mark.django_db
@@ -329,3 +357,29 @@ def test_explain_reads_the_chain_in_one_query_however_long(client_api, django_as
         signal(client_api, oid, "REFERENCED", START + timedelta(days=day), session_id=f"s-{day}")
     with django_assert_num_queries(4):
         explain(client_api, oid)
+
+
+@pytest.mark.django_db
+def test_explain_pauses_the_collector_for_its_request_only(client_api, monkeypatch):
+    """The answer is built and rendered with the collector off (rms.gcpause), and it is back on
+    after the request, answered or refused."""
+    import gc
+
+    from rms import selectors
+
+    real = selectors.object_explanation
+    seen = []
+
+    def recording(obj, as_of):
+        seen.append(gc.isenabled())
+        return real(obj, as_of)
+
+    monkeypatch.setattr(selectors, "object_explanation", recording)
+    oid = create(client_api)
+    signal(client_api, oid, "CONFIRMED", START + timedelta(days=1))
+    assert gc.isenabled()
+    answer = explain(client_api, oid)
+    assert answer["confidence"]["steps"][0]["op_type"] == "REINFORCE"
+    explain(client_api, oid, START - timedelta(days=1), status=404)
+    assert seen == [False, False]
+    assert gc.isenabled()
