@@ -116,6 +116,9 @@ def test_events_of_each_kind_in_order_with_their_data(client_api, admin_api):
         "version": 3,
         "signal_type": "CONFIRMED",
         "session_id": "s-1",
+        # The ranking inputs the score mirror needs: the boost γ and the reinforcement's time.
+        "reinforcement_boost": pytest.approx(0.15, abs=1e-12),
+        "last_reinforced_at": reinforced["ts"],
     }
     assert events[3]["data"]["signal_type"] == "CORRECTED"
     assert events[3]["data"]["session_id"] == "s-2"
