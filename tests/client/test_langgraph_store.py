@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,11 @@ from rms_client.integrations.langgraph import RMSStore
 from rms_client.integrations.rerank import clamp_similarity
 
 from tests.client.conftest import FAST
-from tests.client.rankers import ServerRanker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = Path(__file__).with_name("sync_worker.py")
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def create(client, n, prefix="memory"):
@@ -54,10 +55,10 @@ def inmemory():
 
 
 def test_sync_applies_the_feed_once_and_search_reranks(env):
-    with RMSClient(env.url, env.client, **FAST) as client:
+    with RMSClient(env.url, env.client, **FAST) as client, client.mirror("support") as mirror:
         ids = create(client, 8)
         inner = inmemory()
-        store = RMSStore(inner=inner, mirror=ServerRanker(client, "support", set(ids)))
+        store = RMSStore(inner=inner, mirror=mirror, clock=lambda: NOW)
         assert isinstance(store, BaseStore)
         for i, oid in enumerate(ids):
             store.put(("memories", "user-1"), f"m{i}", {"text": f"memory {i} about refunds",
@@ -92,28 +93,34 @@ def test_sync_applies_the_feed_once_and_search_reranks(env):
         assert all(item.namespace[0] != "rms_sync" for item in store.search((), limit=100))
         assert ("rms_sync", "support") not in store.list_namespaces()
 
-        # search: the store's cosine scores re-ranked by /rank; the note after, unranked.
+        # search: the store's cosine scores re-ranked as /rank ranks them (same clock), through
+        # the mirror once it has read the feed; the note after, unranked.
+        assert mirror.wait_until_current(timeout=30)
         hits = inner.search(("memories",), query="refunds", limit=100)
         memories = [(h.value["rms_object_id"], clamp_similarity(h.score)) for h in hits
                     if "rms_object_id" in h.value]  # fmt: skip
-        want = [r["object_id"] for r in client.rank("support", memories) if r["eligible"]]
+        ranked = [r for r in client.rank("support", memories, now=NOW) if r["eligible"]]
+        want = [r["object_id"] for r in ranked]
         got = store.search(("memories",), query="refunds", limit=10)
         assert [h.value.get("rms_object_id") for h in got] == [*want, None]
+        assert [h.score for h in got[:-1]] == pytest.approx(
+            [r["score"] for r in ranked], abs=1e-12, rel=0
+        )
         assert {h.value["rms_object_id"] for h in got[-3:-1]} == {ids[1], ids[2]}
         page = store.search(("memories",), query="refunds", limit=3, offset=2)
         assert [h.value.get("rms_object_id") for h in page] == want[2:5]
 
 
 def test_mark_keeps_a_deprecated_memory_with_its_status_and_search_drops_it(env):
-    with RMSClient(env.url, env.client, **FAST) as client:
+    with RMSClient(env.url, env.client, **FAST) as client, client.mirror("support") as mirror:
         ids = create(client, 3)
-        store = RMSStore(inner=inmemory(), mirror=ServerRanker(client, "support", set(ids)),
-                         on_deprecated="mark")  # fmt: skip
+        store = RMSStore(inner=inmemory(), mirror=mirror, on_deprecated="mark")
         for i, oid in enumerate(ids):
             store.put(("m",), str(i), {"text": f"memory {i}", "rms_object_id": oid})
         with RMSClient(env.url, env.admin, **FAST) as admin:
             admin.transition(ids[2], "DEPRECATED", "stale")
         store.sync(client, namespace="support", once=True)
+        assert mirror.wait_until_current(timeout=30)
         value = store.get(("m",), "2").value
         assert value["rms_status"] == "DEPRECATED"
         assert value["rms_version"] == server_state(env, ids[2:])[ids[2]]["version"]
