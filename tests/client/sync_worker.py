@@ -24,7 +24,7 @@ def main(url: str, token: str, db: str, journal: str, mode: str) -> None:
                 out.write(f"{event['id']} {event['target_id']} {changed}\n")
                 out.flush()
                 os.fsync(out.fileno())
-                time.sleep(0.02)
+                time.sleep(0.05)  # slow enough for the test to kill it mid-sync
 
             store.sync(client, namespace="support", once=mode == "once", on_event=on_event)
 

@@ -4,6 +4,7 @@ or mark), exactly once, and a sync that resumes after SIGKILL without applying a
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import signal
@@ -126,6 +127,10 @@ def test_mark_keeps_a_deprecated_memory_with_its_status_and_search_drops_it(env)
         assert value["rms_version"] == server_state(env, ids[2:])[ids[2]]["version"]
         assert [h.key for h in store.search(("m",), query="memory")] != []
         assert "2" not in [h.key for h in store.search(("m",), query="memory")]
+        # The async path ranks the same.
+        sync_hits = [(h.key, h.score) for h in store.search(("m",), query="memory")]
+        async_hits = asyncio.run(store.asearch(("m",), query="memory"))
+        assert [h.key for h in async_hits] == [k for k, _ in sync_hits]
     with pytest.raises(ValueError):
         RMSStore(inner=InMemoryStore(), on_deprecated="forget")
 
@@ -156,12 +161,12 @@ def test_the_sync_resumes_after_sigkill_without_applying_an_event_twice(env, tmp
 
     first = worker("follow")
     deadline = time.monotonic() + 120
-    while len(lines()) < 20 and first.poll() is None and time.monotonic() < deadline:
+    while len(lines()) < 10 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os.kill(first.pid, signal.SIGKILL)
     first.wait(30)
     killed_at = len(lines())
-    assert 20 <= killed_at < total  # killed mid-sync
+    assert 10 <= killed_at < total  # killed mid-sync
     assert worker("once").wait(120) == 0
 
     rows = [line.split() for line in lines()]
