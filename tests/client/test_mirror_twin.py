@@ -52,7 +52,12 @@ def test_mirror_rank_equals_the_reference_score_to_1e_12(rows, profile, sims, no
         ref = scoring.rank_one(scoring.RankingInputs(**row), sim, now, client_profile)
         assert math.isclose(ref.score, ours.score, rel_tol=0, abs_tol=1e-12)
         expected.append(
-            {"object_id": oid, "score": ours.score, "eligible": ours.eligible, "reason": ours.reason}
+            {
+                "object_id": oid,
+                "score": ours.score,
+                "eligible": ours.eligible,
+                "reason": ours.reason,
+            }
         )
     got = mirror.rank(pairs, now=now)
     by_id = {r["object_id"]: r for r in got}
