@@ -220,7 +220,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--no-server", action="store_true")
     args = parser.parse_args()
+    probe0 = common.python_speed()
     rank_us, per_object, default_clock = in_process(args.objects)
+    probe = (probe0 + common.python_speed()) / 2
+    print(
+        f"# machine: {common.machine_busy():.0f}% busy; python speed probe {probe:.0f} ms "
+        f"(docs/PERFORMANCE.md's hosts: 22-26 ms when quiet); rank scaled to a 24 ms probe: "
+        f"{rank_us * 24 / probe:.1f} µs"
+    )
     common.print_table(
         ["measure", "value", "target"],
         [
