@@ -140,6 +140,24 @@ class Mirror:
             )
             self._thread.start()
 
+    @classmethod
+    def from_snapshot(cls, namespace: str, snapshot: Mapping[str, Any]) -> Mirror:
+        """A mirror that follows nothing, built from one ``/ranking-state`` answer (all its
+        rows): for tests, benchmarks and offline ranking."""
+        self = cls.__new__(cls)
+        self._client, self.namespace, self.state_file = None, namespace, None
+        self._wait, self._page_size, self._save_interval = 0.0, 0, 0.0
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread, self.error, self._last_save, self._dirty = None, None, 0.0, False
+        self._reset()
+        self._profile = scoring.profile_from_out(snapshot["profile"])
+        self.event_types = tuple(snapshot.get("event_types") or MIRROR_TYPES)
+        for row in snapshot["results"]:
+            self._put_row(row)
+        self._cursor = snapshot.get("feed_cursor")
+        return self
+
     # --- storage ---------------------------------------------------------------------------
 
     def _reset(self) -> None:
