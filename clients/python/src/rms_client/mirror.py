@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from rms_client import scoring
+import rms_client.scoring as scoring
 from rms_client.errors import RMSError, RMSValidationError
 
 log = logging.getLogger("rms_client")
