@@ -72,3 +72,15 @@ def test_mirror_rank_equals_the_reference_score_to_1e_12(rows, profile, sims, no
         assert a[0] < b[0] or (a[0] == b[0] and a[1] <= b[1] + 1e-12)
     for want in expected:
         assert mirror.get(want["object_id"])["object_id"] == want["object_id"]
+
+
+def test_the_mirrors_event_types_are_the_snapshots():
+    from rms_client import mirror
+
+    from feedback.selectors import ranking_state
+    from rms import events
+
+    assert mirror.MIRROR_TYPES == ranking_state.MIRROR_TYPES
+    assert mirror.RANKING_EVENT == events.OBJECT_RANKING
+    # Every object event type of the feed (the mirror must see every change of its inputs).
+    assert set(mirror.MIRROR_TYPES) == {t for t in events.FEED_TYPES if t.startswith("object.")}
