@@ -7,11 +7,11 @@ STAMP  := $(VENV)/.installed-stamp
 .PHONY: install run test bench lint format clean
 
 # The Python client (clients/python, its own distribution) is installed editable beside the
-# service, with its LangChain extra, so `make test` tests it too.
+# service, with its LangChain and LangGraph extras, so `make test` tests it too.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[langchain]'
+	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[langchain,langgraph]'
 	touch $(STAMP)
 
 install: $(STAMP)

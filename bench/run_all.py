@@ -77,6 +77,12 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
         ["--events", "50000", "--seconds", "5"],
         1200,
     ),
+    (
+        "bench_retrieval.py",
+        ["--seeds", "0", "1", "2", "3", "4", "100", "101", "102"],
+        ["--seeds", "0", "--sessions", "10"],
+        1200,
+    ),
     # bench_growth: PERFORMANCE.md's figures need --sizes 1000000,2000000,5000000,10000000 (~30 min)
     (
         "bench_growth.py",

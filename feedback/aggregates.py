@@ -115,11 +115,21 @@ def on_session_end(
     if all(t == policy.UNUSED for t in signal_types):
         agg.unused_streak += 1
         agg.unused_sessions += 1
+    agg.utility, agg.uses, agg.last_use_at = ranking_after_session(
+        agg, signal_types=signal_types, outcome=outcome, ts=ts
+    )
+
+
+def ranking_after_session(
+    agg: Aggregate, *, signal_types: list[str], outcome: str | None, ts: datetime
+) -> tuple[float, int, datetime | None]:
+    """(utility, uses, last_use_at) after the session closes for the object (SPEC §8, §12):
+    what :func:`on_session_end` stores, and what the session's INJECTION_EVENT carries for the
+    ranking event (computed before the session's signals are applied: they decide it alone)."""
     used = is_used(signal_types)
     if used:
-        agg.uses += 1
-        agg.last_use_at = ts
-    agg.utility = utility_update(agg.utility, used, outcome)
+        return utility_update(agg.utility, used, outcome), agg.uses + 1, ts
+    return utility_update(agg.utility, used, outcome), agg.uses, agg.last_use_at
 
 
 def is_sweep_candidate(agg: Aggregate, threshold: int) -> bool:

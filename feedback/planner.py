@@ -190,6 +190,8 @@ class SessionWork:
     injected: dict = field(default_factory=dict)
     str_values: list[float] = field(default_factory=list)
     received: defaultdict = field(default_factory=lambda: defaultdict(list))
+    #: The signal types the session will apply, by object id as sent (the ranking event's input).
+    planned_types: defaultdict = field(default_factory=lambda: defaultdict(list))
     signals_out: list[dict] = field(default_factory=list)
     unused_ids: list[str] = field(default_factory=list)
     #: The payload JSON of the session's plain automatic UNUSED, once one is planned.
@@ -328,9 +330,11 @@ class SessionPlan:
     def _plan(self, item: Item, ts: datetime) -> dict:
         """Plan one checked session in the order SPEC §7 processes it; returns its record."""
         work = self._open_session(item, ts)
+        planned = session_signals(item.data, item.detected)
+        for signal in planned:
+            work.planned_types[signal.object_id].append(signal.signal_type)
         for inj in item.data["injections"]:
             self._inject(work, inj)
-        planned = session_signals(item.data, item.detected)
         for signal in planned:
             if signal.entry is not None:
                 self._apply_client_signal(work, signal.entry)
@@ -383,6 +387,12 @@ class SessionPlan:
             str_value = composite / inj["token_cost"]
         if str_value is not None:
             work.str_values.append(str_value)
+        agg = self.loaded.aggregates.get(obj.pk)
+        # The object's ranking inputs once the session closes (the ranking event, rms.events):
+        # the session's own signals decide them, so they are known before the chain is written.
+        utility, uses, last_use_at = aggregates.ranking_after_session(
+            agg, signal_types=work.planned_types[inj["object_id"]], outcome=row.outcome, ts=ts
+        )
         payload = {
             "session_id": row.session_id,
             "request_id": row.request_id,
@@ -394,6 +404,11 @@ class SessionPlan:
             "composite_score": composite,
             "str_value": str_value,
             "injection_ts": iso(ts),
+            "utility": utility,
+            "uses": uses,
+            "last_use_at": iso(last_use_at),
+            # The version the INJECTION_EVENT gives the object (``oplog`` bumps it by one).
+            "version": obj.version + 1,
         }
         self._events.ops.append(
             oplog.injection_event(
@@ -406,7 +421,7 @@ class SessionPlan:
                 key=key,
             )
         )
-        aggregates.on_injection(self.loaded.aggregates.get(obj.pk), inj["token_cost"])
+        aggregates.on_injection(agg, inj["token_cost"])
         injection = new_row(  # not Model.__init__: ten per session of a batch
             InjectionEvent,
             id=None,
@@ -590,11 +605,13 @@ def injection_payload_json(payload: dict) -> str:
     return (
         f'{{"composite_score":{j(payload["composite_score"])},'
         f'"feedback_session_id":{j(payload["feedback_session_id"])},'
-        f'"injection_ts":{j(payload["injection_ts"])},"object_id":{j(payload["object_id"])},'
-        f'"rank_position":{j(payload["rank_position"])},'
+        f'"injection_ts":{j(payload["injection_ts"])},"last_use_at":{j(payload["last_use_at"])},'
+        f'"object_id":{j(payload["object_id"])},"rank_position":{j(payload["rank_position"])},'
         f'"representation_type":{j(payload["representation_type"])},'
         f'"request_id":{j(payload["request_id"])},"session_id":{j(payload["session_id"])},'
-        f'"str_value":{j(payload["str_value"])},"token_cost":{j(payload["token_cost"])}}}'
+        f'"str_value":{j(payload["str_value"])},"token_cost":{j(payload["token_cost"])},'
+        f'"uses":{j(payload["uses"])},"utility":{j(payload["utility"])},'
+        f'"version":{j(payload["version"])}}}'
     )
 
 

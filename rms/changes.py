@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from rms import store
 from rms.events import (
-    CHANGE_OPS,
     DEFAULT_LIMIT,
     START,
     TYPE_OPS,
+    V1_CHANGE_OPS,
+    FeedError,
     Position,
     event_data,
     event_type,
@@ -57,7 +58,8 @@ def read(
     types: frozenset[str] | None = None,
     as_json: bool = False,
 ) -> Page:
-    """One page of events after ``after`` (namespaces None: all; types None: all feed types);
+    """One page of events after ``after`` (namespaces None: all; types None: the v1 types, not
+    the opt-in ones such as the ranking event);
     with ``as_json`` the events are their JSON texts.
 
     ``next`` is the last returned event's position; when the page is not full it is the last
@@ -69,7 +71,7 @@ def read(
         return Page([], after, False)
     db = store.get()
     below = db.release_bound()
-    op_types = sorted({TYPE_OPS[t] for t in types}) if types else list(CHANGE_OPS)
+    op_types = sorted({TYPE_OPS[t] for t in types}) if types else list(V1_CHANGE_OPS)
     rows = db.change_rows(
         after,
         below=below,
@@ -90,6 +92,19 @@ def read(
     return Page(events, nxt, has_more)
 
 
+def check_issued(after: Position) -> None:
+    """A FeedError when ``after`` lies ahead of everything this log has released: a cursor
+    from another deployment (or a database restored to an earlier point). Reading from it
+    would wait for events that are not coming, or skip some."""
+    if after == START:
+        return
+    db = store.get()
+    if not db.position_issued(after, db.release_bound()):
+        raise FeedError(
+            "after", "Cursor is ahead of this change feed: it was not issued by this deployment."
+        )
+
+
 def head() -> Position:
     """The last released position of the whole log: a consumer starting here receives exactly
     the events released after now (a new webhook endpoint, a re-enabled one)."""
@@ -102,7 +117,7 @@ def target_events(target_id, *, limit: int = 200, newest_first: bool = False) ->
     from rms.models import Operation
 
     ops = (
-        Operation.objects.filter(target_id=target_id, op_type__in=CHANGE_OPS)
+        Operation.objects.filter(target_id=target_id, op_type__in=V1_CHANGE_OPS)
         .order_by("-seq" if newest_first else "seq")
         .values("seq", "id", "ts", "op_type", "payload", "state")[:limit]
     )

@@ -39,6 +39,8 @@ RELATIONSHIP_EVIDENCE = "relationship.evidence"
 ALERT_RAISED = "alert.raised"
 ALERT_RESOLVED = "alert.resolved"
 WEBHOOK_TEST = "webhook.test"
+#: Beyond the v1 list: delivered only to consumers that name it (API.md).
+OBJECT_RANKING = "object.ranking"
 
 #: Where a data field is read from: the operation's ``state`` (the target after the change) or
 #: its ``payload`` (what the change was).
@@ -88,6 +90,9 @@ OBJECT_DATA = (
     "pinned",
     "reinforcement_count",
     "version",
+    # Added for the score mirror (the ranking inputs object events lacked); never renamed.
+    "reinforcement_boost",
+    "last_reinforced_at",
 )
 ALERT_DATA = ("metric", "value", "threshold", "window", "alert_id")
 
@@ -101,6 +106,10 @@ SIGNAL_FIELDS: tuple[Field, ...] = (
 )
 EDGE_FIELDS: tuple[Field, ...] = (Copy("alpha"), Copy("beta"), BetaMean(), Copy("version"))
 ALERT_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in ALERT_DATA)
+#: An injected object's utility, uses and last use once its session closed, and the version
+#: the injection gave it: what the INJECTION_EVENT's payload carries for the score mirror.
+RANKING_DATA = ("utility", "uses", "last_use_at", "version")
+RANKING_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in RANKING_DATA)
 
 #: The transition's target state: the first non-empty of these (source, key) values.
 SELECTOR: tuple[tuple[str, str], ...] = ((PAYLOAD, "to"), (STATE, "epistemic_type"))
@@ -118,15 +127,24 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec(RELATIONSHIP_EVIDENCE, "EDGE_EVIDENCE", EDGE_FIELDS),
     EventSpec(ALERT_RAISED, "ALERT_RAISED", ALERT_FIELDS),
     EventSpec(ALERT_RESOLVED, "ALERT_RESOLVED", ALERT_FIELDS),
+    EventSpec(OBJECT_RANKING, "INJECTION_EVENT", RANKING_FIELDS),
 )
+#: Event types beyond the v1 list: only consumers naming them receive them (API.md "Retrieval,
+#: insight, ingestion and lifecycle"); "all" (no ``types``) means the v1 list.
+OPT_IN_TYPES: frozenset[str] = frozenset({OBJECT_RANKING})
 
 #: The operation behind each feed event type.
 TYPE_OPS: dict[str, str] = {spec.type: spec.op for spec in EVENTS}
 FEED_TYPES: tuple[str, ...] = tuple(TYPE_OPS)
 #: Every event type, including the webhook-only test event.
 EVENT_TYPES: tuple[str, ...] = (*FEED_TYPES, WEBHOOK_TEST)
-#: The operations that are change events (injections, feedback events, checks are facts only).
+#: The feed types a consumer asking for "all" receives.
+V1_TYPES: tuple[str, ...] = tuple(t for t in FEED_TYPES if t not in OPT_IN_TYPES)
+#: The operations that are change events (feedback events and checks are facts only;
+#: injections are the opt-in ranking event).
 CHANGE_OPS: tuple[str, ...] = tuple(sorted(set(TYPE_OPS.values())))
+#: The operations behind the v1 types: what "all" reads, and an object's page lists.
+V1_CHANGE_OPS: tuple[str, ...] = tuple(sorted({TYPE_OPS[t] for t in V1_TYPES}))
 
 
 @dataclass(frozen=True)

@@ -309,3 +309,36 @@ class SuppressedList(serializers.Serializer):
     count = serializers.IntegerField(help_text="Suppressed objects in all pages.")
     results = SuppressedOut(many=True)
     next = NEXT
+
+
+class RankingStateRow(serializers.Serializer):
+    object_id = serializers.UUIDField()
+    version = serializers.IntegerField(help_text="The object's version this row was read at.")
+    epistemic_type = serializers.CharField()
+    condition_state = serializers.CharField(allow_null=True)
+    confidence = serializers.FloatField()
+    salience_base = serializers.FloatField()
+    reinforcement_boost = serializers.FloatField()
+    decay_profile = serializers.CharField()
+    pinned = serializers.BooleanField()
+    last_reinforced_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    utility = serializers.FloatField()
+    uses = serializers.IntegerField()
+    last_use_at = serializers.DateTimeField(allow_null=True)
+
+
+class RankingStateOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    feed_cursor = serializers.CharField(
+        help_text="Follow /changes?after=<feed_cursor> (with event_types as types=) and apply "
+        "an object event only when its data.version is above the row's version: exact."
+    )
+    profile = RankProfile()
+    event_types = serializers.ListField(
+        child=serializers.CharField(), help_text="The feed types a mirror follows."
+    )
+    results = RankingStateRow(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="The next page's signed cursor; null on the last page."
+    )

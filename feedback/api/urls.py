@@ -23,6 +23,7 @@ urlpatterns = [
     path("retrieval-quality", views.RetrievalQualityView.as_view(), name="retrieval-quality"),
     path("rank", views.RankView.as_view(), name="rank"),
     path("suppressed", views.SuppressedView.as_view(), name="suppressed"),
+    path("ranking-state", views.RankingStateView.as_view(), name="ranking-state"),
     path("detect", views.DetectView.as_view(), name="detect"),
     path("export/<str:kind>.csv", views.ExportView.as_view(), name="export"),
     path("tasks", views.TaskListView.as_view(), name="tasks"),

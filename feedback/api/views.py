@@ -27,7 +27,7 @@ from feedback import (
 from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert
 from feedback.selectors import export as export_selectors
-from feedback.selectors import suppressed
+from feedback.selectors import ranking_state, suppressed
 from rms import selectors as core
 from rms import telemetry
 from rms.api import openapi as core_openapi
@@ -391,6 +391,43 @@ class RankView(APIView):
                 request.auth, data["namespace"], data["candidates"], now=data.get("now")
             )
         )
+
+
+class RankingStateView(APIView):
+    roles = {"GET": ANY_ROLE}
+
+    @extend_schema(
+        operation_id="ranking_state",
+        parameters=[
+            core_openapi.NAMESPACE,
+            core_openapi.query("cursor", description="The previous page's next_cursor."),
+            core_openapi.query(
+                "page_size",
+                {"type": "integer", "minimum": 1, "maximum": ranking_state.MAX_PAGE_SIZE},
+                f"Objects per page, 1..{ranking_state.MAX_PAGE_SIZE} "
+                f"(default {ranking_state.DEFAULT_PAGE_SIZE}).",
+            ),
+        ],
+        responses={200: openapi.RankingStateOut},
+        description="Every object's ranking inputs (a local score mirror's snapshot), by pages "
+        "in object id order, with the namespace's retrieval profile and the change-feed cursor "
+        "at which the snapshot is exact.",
+    )
+    def get(self, request):
+        ns = namespace_param(request)
+        raw = request.query_params.get("page_size")
+        size = ranking_state.DEFAULT_PAGE_SIZE
+        if raw is not None:
+            try:
+                size = int(raw)
+            except ValueError as exc:
+                raise ValidationError({"page_size": ["Must be an integer."]}) from exc
+            if not 1 <= size <= ranking_state.MAX_PAGE_SIZE:
+                raise ValidationError(
+                    {"page_size": [f"Must be between 1 and {ranking_state.MAX_PAGE_SIZE}."]}
+                )
+        cursor = request.query_params.get("cursor") or None
+        return Response(ranking_state.ranking_state(ns, cursor, size))
 
 
 class DetectView(APIView):

@@ -107,6 +107,7 @@ class ChangesView(APIView):
         try:
             raw_after = request.query_params.get("after")
             after = changes.head() if raw_after == HEAD else events.decode_cursor(raw_after)
+            changes.check_issued(after)
             types = events.parse_types(request.query_params.get("types"))
         except events.FeedError as exc:
             raise ValidationError({exc.field: [exc.message]}) from exc

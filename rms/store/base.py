@@ -143,6 +143,11 @@ class Store(ABC):
     def change_head(self, below: int) -> Position | None:
         """The last released change position (any namespace, any type), None when none is."""
 
+    def position_issued(self, after: Position, below: int) -> bool:
+        """Whether this log can have issued the position ``after`` (one ahead of it was not:
+        a cursor of another deployment, or of a database since restored)."""
+        return True
+
     # --- operations that are the same everywhere ---
 
     def ping(self) -> None:

@@ -493,3 +493,7 @@ class PostgresStore(Store):
 
     def change_head(self, below):
         return pgfeed.head(below)
+
+    def position_issued(self, after, below) -> bool:
+        # Released positions are below the (non-decreasing) horizon when they are handed out.
+        return after.txid < below

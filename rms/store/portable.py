@@ -157,3 +157,7 @@ class PortableStore(Store):
 
     def change_head(self, below):
         return feed.head(below)
+
+    def position_issued(self, after, below) -> bool:
+        # Positions here are (0, seq) with seq of a committed row (below the bound).
+        return after.txid == 0 and after.seq < below

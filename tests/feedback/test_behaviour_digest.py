@@ -30,11 +30,12 @@ from feedback.models import FeedbackAggregate
 from feedback.sweep import sweep
 from rms import oplog, services
 from rms.models import MemoryObject, Operation, SessionTally
+from rms.replay import iso
 from tests.factories import post
 
 pytestmark = pytest.mark.django_db
 
-DIGEST = "bdae7f5ab5cae8930a9add25db9698080acc71d56eae99842435b716bb09b8b1"
+DIGEST = "22ebc1bcb209565a37eddb20939688deb44c7f645528dc97ba775d25acabf504"
 
 SEED = 35
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
@@ -279,6 +280,36 @@ def digest() -> str:
     return h.hexdigest()
 
 
+#: INJECTION_EVENT payload keys added for the ranking event (docs/DECISIONS.md, "Score mirror").
+RANKING_KEYS = ("utility", "uses", "last_use_at", "version")
+#: The digest of everything but the operation hashes, with those keys taken out of the
+#: INJECTION_EVENT payloads: pinned on the code before they were added, so the only change to
+#: what ingestion stores is those keys (and the hashes that cover them).
+DIGEST_WITHOUT_RANKING = "781c4f702240e0e6f56047e54a402fd9a462392b1ce142e4f99291fad5b1f887"
+
+
+def digest_without_ranking() -> str:
+    h = hashlib.sha256()
+    ops = Operation.objects.order_by("target_id", "seq").values_list(
+        "target_id", "op_type", "payload"
+    )
+    for target, op_type, payload in ops:
+        if op_type == "INJECTION_EVENT":
+            payload = {k: v for k, v in payload.items() if k not in RANKING_KEYS}
+        h.update(canonical([str(target), op_type, payload]).encode())
+    for agg in FeedbackAggregate.objects.order_by("object_id").values():
+        h.update(row_text(agg).encode())
+    tallies = SessionTally.objects.order_by("object_id", "session_id").values(
+        "object_id", "session_id", "gamma_total", "repeats"
+    )
+    for tally in tallies:
+        h.update(row_text(tally).encode())
+    for obj in MemoryObject.objects.order_by("id").values():
+        obj = {k: v for k, v in obj.items() if k != "head_hash"}
+        h.update(row_text(obj).encode())
+    return h.hexdigest()
+
+
 def test_seeded_workload_digest_is_unchanged(client_api, admin_api, monkeypatch):
     ids = SeededIds(SEED)
     monkeypatch.setattr(oplog, "new_id", ids.text)
@@ -290,4 +321,15 @@ def test_seeded_workload_digest_is_unchanged(client_api, admin_api, monkeypatch)
     assert feedback.filter(payload__detected=True, payload__signal_type="REFERENCED").exists()
     assert feedback.filter(payload__detected=True, payload__signal_type="UNUSED").exists()
     assert Operation.objects.filter(op_type="REINFORCE", payload__cap_applied=True).exists()
+    assert digest_without_ranking() == DIGEST_WITHOUT_RANKING
+    # Each object's last INJECTION_EVENT carries what its aggregate holds now.
+    last = {}
+    for op in Operation.objects.filter(op_type="INJECTION_EVENT").order_by("seq"):
+        last[op.target_id] = op.payload
+    assert len(last) > 10
+    for agg in FeedbackAggregate.objects.filter(object_id__in=list(last)):
+        payload = last[agg.object_id]
+        assert payload["utility"] == agg.utility
+        assert payload["uses"] == agg.uses
+        assert payload["last_use_at"] == iso(agg.last_use_at)
     assert digest() == DIGEST

@@ -34,8 +34,14 @@ def test_json_scalar_refuses_what_canonical_json_refuses(bad):
     cost=st.integers(min_value=0),
     composite=_numbers,
     str_value=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+    utility=st.floats(min_value=0, max_value=1),
+    uses=st.integers(min_value=0),
+    last_use=st.none() | st.text(),
+    version=st.integers(min_value=1),
 )
-def test_injection_payload_json_is_canonical_json(texts, rank, cost, composite, str_value):
+def test_injection_payload_json_is_canonical_json(
+    texts, rank, cost, composite, str_value, utility, uses, last_use, version
+):
     session_id, request_id, session_pk, object_id, kind, ts = texts
     payload = {
         "session_id": session_id,
@@ -48,6 +54,10 @@ def test_injection_payload_json_is_canonical_json(texts, rank, cost, composite, 
         "composite_score": composite,
         "str_value": str_value,
         "injection_ts": ts,
+        "utility": utility,
+        "uses": uses,
+        "last_use_at": last_use,
+        "version": version,
     }
     assert injection_payload_json(payload) == canonical_json(payload)
 

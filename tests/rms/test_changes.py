@@ -116,6 +116,9 @@ def test_events_of_each_kind_in_order_with_their_data(client_api, admin_api):
         "version": 3,
         "signal_type": "CONFIRMED",
         "session_id": "s-1",
+        # The ranking inputs the score mirror needs: the boost γ and the reinforcement's time.
+        "reinforcement_boost": pytest.approx(0.15, abs=1e-12),
+        "last_reinforced_at": reinforced["ts"],
     }
     assert events[3]["data"]["signal_type"] == "CORRECTED"
     assert events[3]["data"]["session_id"] == "s-2"
@@ -390,7 +393,8 @@ def test_reader_following_eight_writers_sees_every_change_exactly_once(
     start_pos = events.decode_cursor(start)
     expected = {
         str(op_id)
-        for op_id in Operation.objects.filter(op_type__in=events.CHANGE_OPS).values_list(
+        # A reader asking for "all" receives the v1 types (the ranking event is opt-in).
+        for op_id in Operation.objects.filter(op_type__in=events.V1_CHANGE_OPS).values_list(
             "id", flat=True
         )
     }
@@ -510,13 +514,14 @@ def test_event_texts_equal_the_reference_on_random_rows(
     }
     payload = {"signal_type": text, "session_id": text, "to": to, "metric": text,
                "value": confidence, "threshold": alpha, "window": {"since": text},
-               "alert_id": text}  # fmt: skip
+               "alert_id": text, "utility": confidence, "uses": version, "last_use_at": text,
+               "version": version}  # fmt: skip
     Operation.objects.create(
         ts=datetime(2026, 6, 1, 12, 0, 0, 123456, tzinfo=UTC),
         op_type=op_type, target_type="memory_object", target_id=uuid.uuid4(),
         namespace="support", actor_id="a", actor_type="SYSTEM_PROCESS", payload=payload,
         state=state, prev_hash="0" * 64, hash="0" * 64,
     )  # fmt: skip
-    reference, texts = _both(start)
+    reference, texts = _both(start, types=frozenset(events.FEED_TYPES))
     assert len(reference) == 1
     assert texts == reference

@@ -446,6 +446,19 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("client", "GET", sup, 200, query="namespace=support&as_of=2030-01-01T00:00:00Z")
     call("client", "GET", sup, 400, query="namespace=support&k=0")
     call("client", "GET", sup, 403, query="namespace=billing")
+    state = call(
+        "client", "GET", "/api/v1/ranking-state", 200, query="namespace=support&page_size=1"
+    )
+    call(
+        "client",
+        "GET",
+        "/api/v1/ranking-state",
+        200,
+        query=f"namespace=support&cursor={state['next_cursor']}",
+    )
+    call("client", "GET", "/api/v1/ranking-state", 400, query="namespace=support&cursor=x")
+    call("operator", "GET", "/api/v1/ranking-state", 404, query="namespace=nowhere")
+    call("client", "GET", "/api/v1/ranking-state", 403, query="namespace=billing")
     det = {"response_text": "Alice prefers Python for work", "object_ids": [a, b]}
     call("client", "POST", "/api/v1/detect", 200, body=det)
     call("client", "POST", "/api/v1/detect", 400, body={**det, "object_ids": []})

@@ -342,17 +342,27 @@ class Endpoints:
         self,
         namespace: str,
         candidates: Iterable[tuple[str | uuid.UUID, float] | Mapping[str, Any]],
+        now: datetime | None = None,
     ) -> list[dict]:
-        """``POST /rank`` → ``[{object_id, score, similarity, hotness, utility, …}]``, best
-        first. ``candidates``: ``(object_id, similarity)`` pairs or dicts."""
+        """``POST /rank`` → ``[{object_id, score, eligible, reason, similarity, hotness,
+        utility, …}]``, eligible first, best first. ``candidates``: ``(object_id,
+        similarity)`` pairs or dicts; ``now`` fixes the clock of decay and hotness."""
         cands = [
             encode(dict(c))
             if isinstance(c, Mapping)
             else {"object_id": str(c[0]), "similarity": c[1]}
             for c in candidates
         ]
-        body = {"namespace": namespace, "candidates": cands}
+        body = encode({"namespace": namespace, "candidates": cands, "now": now})
         return self._run(Call("POST", "/rank", body=body, idempotent=True, then=_results))
+
+    def ranking_state(
+        self, namespace: str, *, cursor: str | None = None, page_size: int | None = None
+    ) -> dict:
+        """One page of ``GET /ranking-state`` → ``{"namespace", "feed_cursor", "profile",
+        "event_types", "results", "next_cursor"}`` (a mirror's snapshot)."""
+        params = _params(namespace=namespace, cursor=cursor, page_size=page_size)
+        return self._run(Call("GET", "/ranking-state", params, idempotent=True))
 
     def detect(self, response_text: str, object_ids: Iterable[str | uuid.UUID]) -> list[dict]:
         """``POST /detect`` → one ``{object_id, signal_type, score, reason}`` per id."""

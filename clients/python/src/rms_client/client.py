@@ -25,6 +25,7 @@ from rms_client._calls import _NO_BODY, Call, Endpoints
 from rms_client._retry import Attempts, RetryPolicy, parse_retry_after
 from rms_client._version import __version__
 from rms_client.errors import RMSError
+from rms_client.mirror import Mirror
 from rms_client.recorder import Recorder
 
 API_PREFIX = "/api/v1"
@@ -287,6 +288,11 @@ class RMSClient(_Base):
     def recorder(self, **options: Any) -> Recorder:
         """A background recorder posting through this client (see ``rms_client.recorder``)."""
         return Recorder(self, **options)
+
+    def mirror(self, namespace: str, state_file: str | None = None, **options: Any) -> Mirror:
+        """A local score mirror of ``namespace`` (see ``rms_client.mirror``): read from the
+        snapshot (or ``state_file``) now, then kept current by a background thread."""
+        return Mirror(self, namespace, state_file, **options)
 
     def close(self) -> None:
         self._client.close()
