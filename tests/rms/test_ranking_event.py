@@ -16,7 +16,8 @@ from rms.replay import iso
 from tests.factories import make_objects, post, session
 from tests.rms.test_changes import follow
 
-pytestmark = pytest.mark.django_db
+# Transactional: on PostgreSQL the feed releases only committed transactions.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_ranking_event_carries_the_aggregate_after_the_session(client_api):
