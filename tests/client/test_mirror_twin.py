@@ -15,7 +15,7 @@ from rms_client.mirror import Mirror
 
 from feedback import retrieval
 from rms.replay import iso
-from tests.feedback.test_retrieval_profile import inputs_st, profile_st, times, unit
+from tests.strategies import inputs_st, profile_st, times, unit
 
 
 @settings(max_examples=200, deadline=None)
