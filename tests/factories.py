@@ -310,3 +310,23 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 def value(found: dict, name: str, **labels) -> float:
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+# --- the change feed ---
+
+
+def feed(api, **params):
+    response = api.get("/api/v1/changes", params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def follow(api, after=None, **params) -> tuple[list[dict], str]:
+    """Every event after ``after``, following next_cursor until has_more is false."""
+    events: list[dict] = []
+    while True:
+        page = feed(api, **({"after": after} if after else {}), **params)
+        events.extend(page["results"])
+        after = page["next_cursor"]
+        if not page["has_more"]:
+            return events, after

@@ -16,27 +16,10 @@ from hypothesis import strategies as st
 
 from rms import changes, events, services
 from rms.models import Operation
-from tests.factories import make_object
+from tests.factories import feed, follow, make_object
 
 # The feed releases only rows whose transaction has finished: its tests commit for real.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def feed(api, **params):
-    response = api.get("/api/v1/changes", params)
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
-def follow(api, after=None, **params) -> tuple[list[dict], str]:
-    """Every event after ``after``, following next_cursor until has_more is false."""
-    events: list[dict] = []
-    while True:
-        page = feed(api, **({"after": after} if after else {}), **params)
-        events.extend(page["results"])
-        after = page["next_cursor"]
-        if not page["has_more"]:
-            return events, after
 
 
 def ok(response) -> bool:

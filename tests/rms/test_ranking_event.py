@@ -13,8 +13,7 @@ from feedback.models import FeedbackAggregate
 from rms import events, policy
 from rms.models import Operation
 from rms.replay import iso
-from tests.factories import make_objects, post, session
-from tests.rms.test_changes import follow
+from tests.factories import follow, make_objects, post, session
 
 # Transactional: on PostgreSQL the feed releases only committed transactions.
 pytestmark = pytest.mark.django_db(transaction=True)
