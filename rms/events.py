@@ -38,6 +38,7 @@ RELATIONSHIP_CREATED = "relationship.created"
 RELATIONSHIP_EVIDENCE = "relationship.evidence"
 ALERT_RAISED = "alert.raised"
 ALERT_RESOLVED = "alert.resolved"
+OBJECT_ERASED = "object.erased"
 WEBHOOK_TEST = "webhook.test"
 
 #: Where a data field is read from: the operation's ``state`` (the target after the change) or
@@ -101,6 +102,8 @@ SIGNAL_FIELDS: tuple[Field, ...] = (
 )
 EDGE_FIELDS: tuple[Field, ...] = (Copy("alpha"), Copy("beta"), BetaMean(), Copy("version"))
 ALERT_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in ALERT_DATA)
+#: An erased object: tells a consumer to erase its copy (docs/DECISIONS.md "Erasure").
+ERASED_FIELDS: tuple[Field, ...] = (Copy("subject_kind", PAYLOAD), Copy("erasure_id", PAYLOAD))
 
 #: The transition's target state: the first non-empty of these (source, key) values.
 SELECTOR: tuple[tuple[str, str], ...] = ((PAYLOAD, "to"), (STATE, "epistemic_type"))
@@ -118,6 +121,7 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec(RELATIONSHIP_EVIDENCE, "EDGE_EVIDENCE", EDGE_FIELDS),
     EventSpec(ALERT_RAISED, "ALERT_RAISED", ALERT_FIELDS),
     EventSpec(ALERT_RESOLVED, "ALERT_RESOLVED", ALERT_FIELDS),
+    EventSpec(OBJECT_ERASED, "OBJECT_ERASED", ERASED_FIELDS),
 )
 
 #: The operation behind each feed event type.

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "rms",
     "feedback",
     "delivery",
+    "erasure",
     "dashboard",
     "otlp",
 ]
@@ -528,3 +529,7 @@ LOGGING = {
     # httpx logs every webhook attempt at INFO: the delivery log already records each one.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
+
+# Erasure (docs/DECISIONS.md "Erasure"): the key of actor pseudonyms and of erasure receipts'
+# MACs, kept outside the database; empty: derived from SECRET_KEY (then keep that key too).
+RMS_ERASURE_KEY = env.str("RMS_ERASURE_KEY", default="")
