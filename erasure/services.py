@@ -29,6 +29,7 @@ from rms.verification import erasure_key
 
 TASK_KIND = "erasure"
 ACTOR_TYPE = "SYSTEM_PROCESS"
+NOTHING = "Nothing to erase: the subject is already erased or holds no personal data here."
 
 
 # --- the request ---------------------------------------------------------------------------------

@@ -258,8 +258,8 @@ def erased_strings(scope: Scope, rule: Rule) -> set[str]:
     """The texts and ids this erasure removes, read before anything is rewritten: what the
     stored answers are searched for."""
     out: set[str] = set()
-    for content, tags, evidence, creator in scope.objects.values_list(
-        "content", "domain_tags", "evidence_ids", "created_by"
+    for content, tags, evidence in scope.objects.values_list(
+        "content", "domain_tags", "evidence_ids"
     ):
         out.update(s for s in [content, *(tags or [])] if s)
         if rule.evidence:
