@@ -341,6 +341,8 @@ def _chain_break(
             op, redactions
         ):
             broken = {"seq": op.seq, "reason": "hash does not match the operation's content"}
+        elif forged_receipt(op):
+            broken = {"seq": op.seq, "reason": "an ERASURE receipt whose MAC does not check"}
         else:
             expected_prev = op.hash
             last_seq = op.seq
@@ -454,6 +456,11 @@ def load_redactions() -> Registry:
         if hash_row(op.prev_hash, row_for_hash(op)) == op.hash and receipt_ok(key, op.payload):
             registry.add(op.seq, op.payload)
     return registry
+
+
+def forged_receipt(op) -> bool:
+    """An ERASURE operation the service did not write (its MAC needs the erasure key)."""
+    return op.op_type == ERASURE_OP and not receipt_ok(erasure_key(), op.payload)
 
 
 def accepted_redaction(op, redactions: LazyRegistry) -> bool:
