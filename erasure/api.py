@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiTypes, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from erasure import services
+from erasure import openapi, services
+from rms.api import openapi as core_openapi
 from rms.api.base import APIView
 from rms.api.permissions import ADMIN
 
@@ -17,8 +18,8 @@ class ErasureListView(APIView):
 
     @extend_schema(
         operation_id="erasures_create",
-        request=OpenApiTypes.OBJECT,
-        responses={202: OpenApiTypes.OBJECT},
+        request=openapi.ErasureIn,
+        responses={202: openapi.ErasureQueued, 404: core_openapi.error("No such namespace.")},
         description=(
             'Erase a subject\'s personal fields: `{"subject": {"kind": "object|actor|session|'
             'namespace", "id": ...}, "namespace": ..., "reason": ...}` → 202 `{id, task}`; '
@@ -34,7 +35,10 @@ class ErasureListView(APIView):
 class ErasureDetailView(APIView):
     roles = ADMIN_ONLY
 
-    @extend_schema(operation_id="erasures_retrieve", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="erasures_retrieve",
+        responses={200: openapi.Receipt, 404: core_openapi.error("No such erasure.")},
+    )
     def get(self, request, erasure_id):
         erasure = services.visible_erasure(request.auth, erasure_id)
         return Response(services.receipt_out(erasure))

@@ -321,6 +321,7 @@ SPECTACULAR_SETTINGS = {
         "AlertStateEnum": ["open", "resolved"],
         "WebhookStateEnum": "delivery.models.WebhookEndpoint.STATES",
         "DeliveryStateEnum": "delivery.models.WebhookDelivery.STATES",
+        "ErasureSubjectKindEnum": "erasure.models.Erasure.KINDS",
     },
     "TITLE": "RMS feedback service API",
     "DESCRIPTION": "Memory confidence, feedback sessions, operation log and quality metrics.",
