@@ -161,6 +161,7 @@ def run(erasure_id, progress=None) -> dict:
             return receipt_out(erasure)
         ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
         _erase(erasure, ns)
+    store.forget_overwritten()
     if progress is not None:
         progress(1.0)
     return receipt_out(erasure)

@@ -141,7 +141,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
+            ),
         }
     )
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_rms.sqlite3")
