@@ -108,6 +108,7 @@ def test_numbers_replay_bit_identically_after_an_object_erasure(
     assert drop(now) == drop(then) and now["confidence"] == then["confidence"]
 
 
+@pytest.mark.django_db(transaction=True)  # the feed shows committed transactions only
 def test_the_feed_carries_object_erased_and_no_erased_string(admin_api, client_api, personal_log):
     receipt = erase(admin_api, "object", personal_log["object"])
     page = admin_api.get("/api/v1/changes", {"limit": 1000}).json()

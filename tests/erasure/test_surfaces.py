@@ -24,7 +24,8 @@ from tests.erasure.conftest import (
     erase,
 )
 
-pytestmark = pytest.mark.django_db
+# the change feed shows committed transactions only (PostgreSQL: by transaction id)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EVERYTHING = [CONTENT, OTHER_CONTENT, TAG, EVIDENCE, ALICE, CONTEXT, CONTEXT_TAG, SIGNAL_EVIDENCE]
 
