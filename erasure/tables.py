@@ -15,6 +15,7 @@ from django.db.models import Q, QuerySet
 from delivery.models import WebhookDelivery
 from feedback.models import FeedbackSession, SignalRecord
 from otlp.models import OtlpSpan, OtlpTrace
+from rms import store
 from rms.models import (
     IdempotencyRecord,
     MemoryObject,
@@ -26,7 +27,8 @@ from rms.models import (
 from rms.oplog import row_for_hash
 from rms.redaction import ERASURE_OP, OBJECT_ERASED_OP, Rule, residual_digest
 
-BATCH = 1000
+#: Rows read and written per round trip (the store writes a batch with one COPY).
+BATCH = 5000
 
 
 @dataclass
@@ -100,10 +102,9 @@ def redact_operations(scope: Scope, rule: Rule) -> list[list[str]]:
         listed.append([op.hash, residual_digest(row_for_hash(op))])
         changed.append(op)
         if len(changed) >= BATCH:
-            Operation.objects.bulk_update(changed, ["payload", "state", "actor_id"])
+            store.get().update(Operation, changed, ["payload", "state", "actor_id"])
             changed = []
-    if changed:
-        Operation.objects.bulk_update(changed, ["payload", "state", "actor_id"])
+    store.get().update(Operation, changed, ["payload", "state", "actor_id"])
     return listed
 
 
@@ -116,10 +117,10 @@ def _rewrite(rows, fields: list[str], change) -> int:
             changed.append(row)
             count += 1
         if len(changed) >= BATCH:
-            model.objects.bulk_update(changed, fields)
+            store.get().update(model, changed, fields)
             changed = []
     if changed:
-        model.objects.bulk_update(changed, fields)
+        store.get().update(model, changed, fields)
     return count
 
 
