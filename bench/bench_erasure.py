@@ -9,7 +9,7 @@ over. Then it times ``erasure.services.run`` (the task's whole work: the rewrite
 the OBJECT_ERASED and ERASURE operations, the commit) and checks the result: no operation left
 with the actor's id, the chains verify (``verify_chain_all``, timed too) and the objects replay.
 
-    .venv/bin/python bench/bench_erasure.py [--ops 10000] [--objects 200] [--keep]
+    .venv/bin/python bench/bench_erasure.py [--ops 10000] [--objects 200] [--keep] [--profile]
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=10_000)
     parser.add_argument("--objects", type=int, default=200)
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument("--profile", action="store_true", help="cProfile the erasure (wall)")
     args = parser.parse_args()
     common.setup_database(DB)
     common.django_setup(DB)
@@ -97,7 +98,16 @@ def main() -> int:
     body = {"subject": {"kind": "actor", "id": ACTOR}, "namespace": ns.name}
     request = erasure.request(client=client, body=body)
     t0, c0 = time.perf_counter(), time.process_time()
-    receipt = erasure.run(request.pk)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile(time.perf_counter)
+        receipt = prof.runcall(erasure.run, request.pk)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(prof).print_callees("redact_operations")
+    else:
+        receipt = erasure.run(request.pk)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     left = Operation.objects.filter(actor_id=ACTOR).count()
     t1 = time.perf_counter()

@@ -86,6 +86,9 @@ class Kind:
     chunks: Chunked | None = None
     #: Constraints between params that the service would otherwise refuse at run time.
     check: Callable[[dict], dict[str, list[str]]] | None = None
+    #: False for a kind another endpoint starts (its runs are still listed): not offered on
+    #: the tasks page.
+    startable: bool = True
 
     @property
     def fanned_out(self) -> bool:
@@ -305,7 +308,7 @@ KINDS: dict[str, Kind] = {
     ),
     BENCHMARK_SUITE: Kind(OPERATOR_ROLES, {"seed": SEED}, run=_benchmark),
     METRIC_SNAPSHOT: Kind(OPERATOR_ROLES, {"namespace": Param("namespace")}, run=_metric_snapshot),
-    ERASURE: Kind(ADMIN_ROLES, run=_erasure, check=_erasure_check),
+    ERASURE: Kind(ADMIN_ROLES, run=_erasure, check=_erasure_check, startable=False),
 }
 
 
