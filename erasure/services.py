@@ -155,12 +155,22 @@ def run(erasure_id, progress=None) -> dict:
     Erasure.objects.filter(pk=erasure_id, state__in=[Erasure.QUEUED, Erasure.FAILED]).update(
         state=Erasure.RUNNING, started_at=timezone.now()
     )
-    with transaction.atomic():
-        erasure = Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
-        if erasure.state == Erasure.COMPLETED:
-            return receipt_out(erasure)
-        ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
-        _erase(erasure, ns)
+    try:
+        with transaction.atomic():
+            erasure = (
+                Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
+            )
+            if erasure.state == Erasure.COMPLETED:
+                return receipt_out(erasure)
+            ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
+            _erase(erasure, ns)
+    except Exception as exc:
+        # rolled back: nothing was erased; the receipt says so, and a retry starts over
+        Erasure.objects.filter(pk=erasure_id).exclude(state=Erasure.COMPLETED).update(
+            state=Erasure.FAILED,
+            message=f"Not erased (nothing was changed; a retry starts over): {exc}"[:300],
+        )
+        raise
     store.forget_overwritten()
     if progress is not None:
         progress(1.0)

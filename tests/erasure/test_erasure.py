@@ -174,3 +174,22 @@ def test_a_namespace_scoped_admin_erases_only_in_its_namespace(other_namespace, 
     assert response.status_code == 403 and response.json()["error"]["code"]
     own = {"subject": {"kind": "actor", "id": ALICE}, "namespace": "billing"}
     assert api.post("/api/v1/erasures", own, format="json").status_code == 202
+
+
+def test_a_failed_run_changes_nothing_and_says_so(admin_api, client_api, personal_log, monkeypatch):
+    from erasure import services, tables
+
+    def broken(scope, rule):
+        raise RuntimeError("the database went away")
+
+    body = {"subject": {"kind": "object", "id": personal_log["object"]}, "namespace": "support"}
+    erasure_id = admin_api.post("/api/v1/erasures", body, format="json").json()["id"]
+    monkeypatch.setattr(tables, "redact_signals", broken)
+    with pytest.raises(RuntimeError):
+        services.run(erasure_id)
+    receipt = admin_api.get(f"/api/v1/erasures/{erasure_id}").json()
+    assert receipt["state"] == "failed" and "nothing was changed" in receipt["message"]
+    assert CONTENT in database_text()
+    monkeypatch.undo()
+    assert services.run(erasure_id)["state"] == "completed"
+    assert CONTENT not in database_text()
