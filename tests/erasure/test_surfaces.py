@@ -17,6 +17,7 @@ from tests.erasure.conftest import (
     CONTEXT_TAG,
     EVIDENCE,
     OTHER_CONTENT,
+    SESSION_ID,
     SIGNAL_EVIDENCE,
     TAG,
     build_personal_log,
@@ -53,19 +54,32 @@ def served(admin_api, client_api, oids) -> str:
     return "\n".join(parts)
 
 
+#: What each kind removes from every surface (the namespace kind: everything).
+ERASED = {
+    "object": [CONTENT, TAG, EVIDENCE],
+    "actor": [ALICE],
+    "session": [CONTEXT, CONTEXT_TAG],
+    "namespace": EVERYTHING,
+}
+
+
 @override_settings(RMS_WEBHOOKS_ALLOW_PRIVATE=True)
-def test_a_namespace_erasure_leaves_no_string_in_any_served_surface(admin_api, client_api):
+@pytest.mark.parametrize("kind", ["object", "actor", "session", "namespace"])
+def test_an_erasure_leaves_no_string_in_any_served_surface(kind, admin_api, client_api):
     services.endpoint_create(created_by="admin-1", url="http://127.0.0.1:9/hook")
     log = build_personal_log(client_api)
     dispatch.pump()
     before = served(admin_api, client_api, log.values())
     assert CONTENT in before and OTHER_CONTENT in before  # the surfaces do show them
-    receipt = erase(admin_api, "namespace", None)
+    subject = {"object": log["object"], "actor": ALICE, "session": SESSION_ID}.get(kind)
+    receipt = erase(admin_api, kind, subject)
     dispatch.pump()
     after = served(admin_api, client_api, log.values())
-    assert [s for s in EVERYTHING if s in after] == []
-    # the endpoint (all types) received one object.erased per object, naming the erasure
+    assert [s for s in ERASED[kind] if s in after] == []
+    # the endpoint (all types) received one object.erased per erased object, naming the erasure
     erased = WebhookDelivery.objects.filter(event_type="object.erased")
-    assert sorted(d.event["target_id"] for d in erased) == sorted(log.values())
-    assert {d.event["data"]["erasure_id"] for d in erased} == {receipt["id"]}
+    expected = {"object": [log["object"]], "session": [], "namespace": sorted(log.values())}
+    if kind != "actor":
+        assert sorted(d.event["target_id"] for d in erased) == sorted(expected[kind])
+    assert {d.event["data"]["erasure_id"] for d in erased} <= {receipt["id"]}
     assert chain_result()["ok"] is True
