@@ -193,3 +193,20 @@ def test_a_failed_run_changes_nothing_and_says_so(admin_api, client_api, persona
     monkeypatch.undo()
     assert services.run(erasure_id)["state"] == "completed"
     assert CONTENT not in database_text()
+
+
+def test_an_actor_erasure_erases_the_objects_it_created(admin_api, namespace):
+    from tests.factories import make_client, make_object
+
+    author, _ = make_client(ALICE, "client", ["support"])
+    obj = make_object(author, "support", content=CONTENT)
+    assert obj.created_by == ALICE
+    receipt = erase(admin_api, "actor", ALICE)
+    obj.refresh_from_db()
+    assert obj.content == "" and obj.created_by == receipt["subject"]["id"]
+    assert Operation.objects.filter(target_id=obj.pk, op_type=OBJECT_ERASED_OP).count() == 1
+    assert CONTENT not in database_text()
+    # the API account of that name is an account, not the log: only the log forgets it
+    assert not Operation.objects.filter(actor_id=ALICE).exists()
+    assert ALICE not in json.dumps(list(Operation.objects.values_list("payload", flat=True)))
+    assert chain_result()["ok"] is True and verification.verify_replay_all()["ok"] is True
