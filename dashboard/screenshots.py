@@ -114,6 +114,7 @@ def demo_pages() -> dict[str, str]:
         "objects": "/objects/?namespace=devops&sort=injections&dir=desc",
         "alerts": "/alerts/",
         "suppressed": "/suppressed/?namespace=support",
+        "erasures": "/erasures/",
     }
     missing = [name for name, path in pages.items() if path is None]
     if missing:

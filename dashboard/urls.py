@@ -3,6 +3,7 @@ from django.urls import path
 from dashboard.views import (
     alerts,
     browser,
+    erasures,
     evidence,
     objects,
     overview,
@@ -36,4 +37,6 @@ urlpatterns = [
     path("evidence/", evidence.evidence, name="evidence"),
     path("webhooks/", webhooks.webhooks, name="webhooks"),
     path("webhooks/action/", webhooks.webhook_action, name="webhook-action"),
+    path("erasures/", erasures.erasures, name="erasures"),
+    path("erasures/request/", erasures.erasure_request, name="erasure-request"),
 ]

@@ -38,6 +38,7 @@ RELATIONSHIP_CREATED = "relationship.created"
 RELATIONSHIP_EVIDENCE = "relationship.evidence"
 ALERT_RAISED = "alert.raised"
 ALERT_RESOLVED = "alert.resolved"
+OBJECT_ERASED = "object.erased"
 WEBHOOK_TEST = "webhook.test"
 #: Beyond the v1 list: delivered only to consumers that name it (API.md).
 OBJECT_RANKING = "object.ranking"
@@ -110,6 +111,8 @@ ALERT_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in ALERT_DATA
 #: the injection gave it: what the INJECTION_EVENT's payload carries for the score mirror.
 RANKING_DATA = ("utility", "uses", "last_use_at", "version")
 RANKING_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in RANKING_DATA)
+#: An erased object: tells a consumer to erase its copy (docs/DECISIONS.md "Erasure").
+ERASED_FIELDS: tuple[Field, ...] = (Copy("subject_kind", PAYLOAD), Copy("erasure_id", PAYLOAD))
 
 #: The transition's target state: the first non-empty of these (source, key) values.
 SELECTOR: tuple[tuple[str, str], ...] = ((PAYLOAD, "to"), (STATE, "epistemic_type"))
@@ -128,6 +131,7 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec(ALERT_RAISED, "ALERT_RAISED", ALERT_FIELDS),
     EventSpec(ALERT_RESOLVED, "ALERT_RESOLVED", ALERT_FIELDS),
     EventSpec(OBJECT_RANKING, "INJECTION_EVENT", RANKING_FIELDS),
+    EventSpec(OBJECT_ERASED, "OBJECT_ERASED", ERASED_FIELDS),
 )
 #: Event types beyond the v1 list: only consumers naming them receive them (API.md "Retrieval,
 #: insight, ingestion and lifecycle"); "all" (no ``types``) means the v1 list.

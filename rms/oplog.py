@@ -435,6 +435,23 @@ def admin_change(
     )
 
 
+def object_erased(
+    obj: MemoryObject,
+    *,
+    ts: datetime,
+    payload: dict,
+    actor_id: str,
+    actor_type: str,
+    key: ChainKey | None = None,
+) -> OpRow:
+    """OBJECT_ERASED: the object's personal fields were erased (its ``object.erased`` event);
+    a fact, so only the version moves (docs/DECISIONS.md "Erasure")."""
+    return _object_op(
+        obj, "OBJECT_ERASED", ts=ts, payload=payload, actor_id=actor_id, actor_type=actor_type,
+        key=key,
+    )  # fmt: skip
+
+
 class _NamespaceChain:
     """A namespace seen as a chain target: its ``uid`` is the target id in the log."""
 

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "feedback",
     "taskruns",
     "delivery",
+    "erasure",
     "dashboard",
     "otlp",
 ]
@@ -141,7 +142,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
+            ),
         }
     )
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_rms.sqlite3")
@@ -321,6 +324,7 @@ SPECTACULAR_SETTINGS = {
         "AlertStateEnum": ["open", "resolved"],
         "WebhookStateEnum": "delivery.models.WebhookEndpoint.STATES",
         "DeliveryStateEnum": "delivery.models.WebhookDelivery.STATES",
+        "ErasureSubjectKindEnum": "erasure.models.Erasure.KINDS",
     },
     "TITLE": "RMS feedback service API",
     "DESCRIPTION": "Memory confidence, feedback sessions, operation log and quality metrics.",
@@ -529,3 +533,7 @@ LOGGING = {
     # httpx logs every webhook attempt at INFO: the delivery log already records each one.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
+
+# Erasure (docs/DECISIONS.md "Erasure"): the key of actor pseudonyms and of erasure receipts'
+# MACs, kept outside the database; empty: derived from SECRET_KEY (then keep that key too).
+RMS_ERASURE_KEY = env.str("RMS_ERASURE_KEY", default="")

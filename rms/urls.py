@@ -8,6 +8,7 @@ urlpatterns = [
     path("api/v1/", include("rms.api.urls")),
     path("api/v1/", include("feedback.api.urls")),
     path("api/v1/", include("delivery.api.urls")),
+    path("api/v1/", include("erasure.urls")),
     path("api/v1/otlp/", include("otlp.urls")),
     path("metrics", PrometheusView.as_view(), name="prometheus"),
     # Keep last among the API routes: any other path under /api/ is the contract's JSON 404,

@@ -5,15 +5,19 @@ Both stream operations in ``seq`` order in bounded batches, so they run over any
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby, islice
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from django.conf import settings
+
 from rms import replay
 from rms.edges import verify_edge_replay
 from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation, Relationship
-from rms.oplog import hash_row, row_for_hash
+from rms.oplog import TARGET_NAMESPACE, hash_row, row_for_hash
+from rms.redaction import ERASURE_OP, LazyRegistry, Registry, receipt_ok
 
 BATCH = 2000
 
@@ -106,6 +110,7 @@ class _Report:
         self.progress = progress
         self.total = total
         self.done_before = 0  # units of earlier phases (see verify_replay_all)
+        self.redactions = LazyRegistry(load_redactions)
 
     def read_one(self) -> None:
         """One operation read (the hot loops inline this: ~40 ns instead of ~130 ns a call)."""
@@ -304,6 +309,7 @@ def _chain_break(
     """The first broken link of one chain (see ``first_break``). With ``tolerate_appends`` (the
     whole-log tasks, which read the head before the operations) the chain may go on past the
     stored head, correctly linked; without it the head must be the last hash."""
+    redactions = report.redactions if report is not None else LazyRegistry(load_redactions)
     expected_prev = GENESIS_HASH
     last_seq = None
     head_seen = False  # a row and its first operation are committed together: never genesis
@@ -319,8 +325,12 @@ def _chain_break(
             continue  # only the first broken link per target; keep counting
         if op.prev_hash != expected_prev:
             broken = {"seq": op.seq, "reason": "prev_hash does not match the previous operation"}
-        elif hash_row(op.prev_hash, row_for_hash(op)) != op.hash:
+        elif hash_row(op.prev_hash, row_for_hash(op)) != op.hash and not accepted_redaction(
+            op, redactions
+        ):
             broken = {"seq": op.seq, "reason": "hash does not match the operation's content"}
+        elif forged_receipt(op):
+            broken = {"seq": op.seq, "reason": "an ERASURE receipt whose MAC does not check"}
         else:
             expected_prev = op.hash
             last_seq = op.seq
@@ -408,3 +418,43 @@ def _chain_heads(heads: Iterable[tuple[Any, str]], target_type: str, report: _Re
     extra = iter(heads)
     while chunk := list(islice(extra, CHUNK)):
         _verify_heads([(target_id, target_type, head) for target_id, head in chunk], report)
+
+
+# --- redacted operations (docs/DECISIONS.md "Erasure") --------------------------------------------
+
+
+def erasure_key() -> bytes:
+    """The key of pseudonyms and of ERASURE receipts' MACs: ``RMS_ERASURE_KEY``, else derived
+    from ``SECRET_KEY``. It lives outside the database, so a database writer cannot forge a
+    receipt; it must be kept as long as the log is (a new key voids the receipts)."""
+    raw = getattr(settings, "RMS_ERASURE_KEY", "") or f"rms-erasure:{settings.SECRET_KEY}"
+    return hashlib.sha256(raw.encode()).digest()
+
+
+def load_redactions() -> Registry:
+    """Every redaction a valid ERASURE operation lists: one whose own hash and MAC check (a
+    forged or edited receipt vouches for nothing; its chain's own check reports it too)."""
+    registry = Registry()
+    key = erasure_key()
+    chains = Namespace.objects.values_list("uid", flat=True)
+    receipts = Operation.objects.filter(
+        target_id__in=chains, target_type=TARGET_NAMESPACE, op_type=ERASURE_OP
+    ).order_by("seq")
+    for op in receipts.iterator(BATCH):
+        if hash_row(op.prev_hash, row_for_hash(op)) == op.hash and receipt_ok(key, op.payload):
+            registry.add(op.seq, op.payload)
+    return registry
+
+
+def forged_receipt(op) -> bool:
+    """An ERASURE operation the service did not write (its MAC needs the erasure key)."""
+    return op.op_type == ERASURE_OP and not receipt_ok(erasure_key(), op.payload)
+
+
+def accepted_redaction(op, redactions: LazyRegistry) -> bool:
+    """Whether a stored operation whose content no longer gives its hash is an accepted
+    redaction: a later valid ERASURE lists its hash with the digest of what it holds now. An
+    ERASURE operation itself is never redactable."""
+    if op.op_type == ERASURE_OP:
+        return False
+    return redactions.get().accepts(op.seq, op.hash, row_for_hash(op))

@@ -32,6 +32,7 @@ STABILITY_SIMULATION = "stability_simulation"
 PRECISION_SIMULATION = "precision_simulation"
 BENCHMARK_SUITE = "benchmark_suite"
 METRIC_SNAPSHOT = "metric_snapshot"
+ERASURE = "erasure"
 
 OPERATOR_ROLES = (ApiClient.ROLE_OPERATOR, ApiClient.ROLE_ADMIN)
 ADMIN_ROLES = (ApiClient.ROLE_ADMIN,)
@@ -85,6 +86,9 @@ class Kind:
     chunks: Chunked | None = None
     #: Constraints between params that the service would otherwise refuse at run time.
     check: Callable[[dict], dict[str, list[str]]] | None = None
+    #: False for a kind another endpoint starts (its runs are still listed): not offered on
+    #: the tasks page.
+    startable: bool = True
 
     @property
     def fanned_out(self) -> bool:
@@ -244,6 +248,17 @@ def _verify_merge(parts: list[dict], params: dict) -> dict:
     }
 
 
+def _erasure(params: dict, progress: Progress) -> dict:
+    # erasure imports feedback: imported at run time, not at this module's import
+    from erasure import services as erasure_services
+
+    return erasure_services.run(params.get("erasure_id"), progress)
+
+
+def _erasure_check(params: dict) -> dict[str, list[str]]:
+    return {"kind": ["An erasure is started with POST /api/v1/erasures."]}
+
+
 KINDS: dict[str, Kind] = {
     IGNORED_SWEEP: Kind(
         ADMIN_ROLES,
@@ -293,6 +308,7 @@ KINDS: dict[str, Kind] = {
     ),
     BENCHMARK_SUITE: Kind(OPERATOR_ROLES, {"seed": SEED}, run=_benchmark),
     METRIC_SNAPSHOT: Kind(OPERATOR_ROLES, {"namespace": Param("namespace")}, run=_metric_snapshot),
+    ERASURE: Kind(ADMIN_ROLES, run=_erasure, check=_erasure_check, startable=False),
 }
 
 

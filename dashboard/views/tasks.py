@@ -47,7 +47,11 @@ def _task_runs():
 
 def _allowed_kinds(access) -> list[tuple[str, object]]:
     taskruns = _taskruns()
-    return [(kind, spec) for kind, spec in taskruns.KINDS.items() if access.role in spec.roles]
+    return [
+        (kind, spec)
+        for kind, spec in taskruns.KINDS.items()
+        if access.role in spec.roles and spec.startable
+    ]
 
 
 @require_GET

@@ -13,7 +13,15 @@ from django.db import connection
 
 from rms.store.base import Select, Store, attach_namespaces
 
-__all__ = ["Select", "Store", "attach_namespaces", "get", "portable_store", "postgres_store"]
+__all__ = [
+    "Select",
+    "Store",
+    "attach_namespaces",
+    "forget_overwritten",
+    "get",
+    "portable_store",
+    "postgres_store",
+]
 
 _stores: dict[str, Store] = {}
 
@@ -39,3 +47,17 @@ def portable_store() -> Store:
 def get() -> Store:
     """The store for the default database: the one place that reads its vendor."""
     return postgres_store() if connection.vendor == "postgresql" else portable_store()
+
+
+def forget_overwritten() -> None:
+    """After an erasure commits, let no overwritten bytes linger in the database's files.
+
+    SQLite: rows are rewritten with ``secure_delete`` on (settings), so freed cells are zeroed;
+    the write-ahead log still holds the old pages until a checkpoint, which this forces and
+    truncates. PostgreSQL: old row versions are dead tuples, never dumped, and reclaimed by
+    autovacuum; nothing to do here (a VACUUM cannot run inside the caller's transaction).
+    """
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -531,6 +531,16 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("admin", "POST", one + "/test", 409, webhook_id=hook["id"])
     call("admin", "DELETE", one, 204, webhook_id=hook["id"])
 
+    # erasures
+    erase = {"subject": {"kind": "object", "id": d}, "namespace": "support", "reason": "Art. 17"}
+    erasure = call("admin", "POST", "/api/v1/erasures", 202, body=erase)
+    call("admin", "POST", "/api/v1/erasures", 400, body={**erase, "subject": {"kind": "planet"}})
+    call("operator", "POST", "/api/v1/erasures", 403, body=erase)
+    call("admin", "POST", "/api/v1/erasures", 404, body={**erase, "namespace": "nowhere"})
+    receipt = "/api/v1/erasures/{erasure_id}"
+    call("admin", "GET", receipt, 200, erasure_id=erasure["id"])
+    call("admin", "GET", receipt, 404, erasure_id=str(uuid.uuid4()))
+
     # OTLP trace export (JSON encoding; the protobuf one is tested in tests/otlp)
     otlp = "/api/v1/otlp/v1/traces"
     call("client", "POST", otlp, 200, raw=("application/json", '{"resourceSpans": []}'))

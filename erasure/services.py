@@ -1,0 +1,248 @@
+"""Erasure (API.md ``/erasures``; docs/DECISIONS.md "Erasure"): requesting one, running it.
+
+A request validates, stores the receipt row and a task run, and queues the run after commit.
+The run rewrites every table in one transaction and appends, in the same transaction, one
+OBJECT_ERASED operation on each erased object's chain and one ERASURE operation on the
+namespace's chain; a worker killed midway leaves nothing half-done (the transaction rolls
+back, the receipt still says ``running``) and the re-run (the reconciler re-queues it) starts
+over. A completed erasure is never run twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from erasure import tables
+from erasure.models import Erasure
+from rms import oplog, store
+from rms.errors import DomainError, Forbidden, NotFound
+from rms.models import ApiClient, MemoryObject, Namespace, Operation
+from rms.redaction import ERASURE_OP, pseudonym, receipt_mac
+from rms.replay import iso
+from rms.verification import erasure_key
+from taskruns import runs
+from taskruns.models import TaskRun
+
+TASK_KIND = "erasure"
+ACTOR_TYPE = "SYSTEM_PROCESS"
+NOTHING = "Nothing to erase: the subject is already erased or holds no personal data here."
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+def _invalid(fields: dict[str, list[str]]) -> DomainError:
+    return DomainError("validation_error", "The erasure request is invalid.", 400, fields)
+
+
+def parse(body: Any) -> tuple[str, str, str, str]:
+    """(kind, subject id, namespace, reason) of a request body; every problem at once (400)."""
+    if not isinstance(body, dict):
+        raise _invalid({"non_field_errors": ["Expected a JSON object."]})
+    errors: dict[str, list[str]] = {}
+    unknown = sorted(set(body) - {"subject", "namespace", "reason"})
+    errors.update({name: ["Unknown field."] for name in unknown})
+    subject = body.get("subject")
+    kind = sid = None
+    if not isinstance(subject, dict):
+        errors["subject"] = ['Must be an object {"kind": ..., "id": ...}.']
+    else:
+        kind, sid = subject.get("kind"), subject.get("id")
+        if kind not in Erasure.KINDS:
+            errors["subject.kind"] = [f"Must be one of: {', '.join(Erasure.KINDS)}."]
+        if kind != "namespace" and (not isinstance(sid, str) or not sid or len(sid) > 200):
+            errors["subject.id"] = ["Must be a non-empty string of at most 200 characters."]
+        if kind == "object" and isinstance(sid, str) and not _is_uuid(sid):
+            errors["subject.id"] = ["Must be an object id (a UUID)."]
+    ns = body.get("namespace")
+    if not isinstance(ns, str) or not ns:
+        errors["namespace"] = ["Required: the namespace to erase in."]
+    reason = body.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 500:
+        errors["reason"] = ["Must be a string of at most 500 characters."]
+    if errors:
+        raise _invalid(errors)
+    if kind == "namespace":
+        sid = ns
+    return kind, sid, ns, reason
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_admin(client: ApiClient, namespace: str | None = None) -> None:
+    """Admins only; an admin linked to namespaces is confined to them."""
+    if client.role != ApiClient.ROLE_ADMIN:
+        raise Forbidden("Only admins may erase.")
+    if namespace is not None:
+        linked = client.linked_namespace_names
+        if linked and namespace not in linked:
+            raise Forbidden(f"This admin may not erase in namespace {namespace!r}.")
+
+
+def request(*, client: ApiClient, body: Any) -> Erasure:
+    """Store the receipt and its task run; the run is queued after commit (202)."""
+    check_admin(client)
+    kind, sid, ns_name, reason = parse(body)
+    check_admin(client, ns_name)
+    ns = Namespace.objects.filter(name=ns_name).first()
+    if ns is None:
+        raise NotFound(f"Namespace {ns_name!r} does not exist.")
+    with transaction.atomic():
+        erasure = Erasure.objects.create(
+            namespace=ns,
+            subject_kind=kind,
+            subject_id=_shown_id(kind, sid),
+            pending_subject=sid,
+            reason=reason,
+            requested_by=client.name,
+        )
+        run = TaskRun.objects.create(
+            kind=TASK_KIND, params={"erasure_id": str(erasure.pk)}, created_by=client.name
+        )
+        erasure.task_id = run.pk
+        erasure.save(update_fields=["task_id"])
+        runs.send_on_commit(run)
+    return erasure
+
+
+def _shown_id(kind: str, sid: str) -> str:
+    """The subject id as the receipt shows it: an actor's pseudonym, never the raw id."""
+    return pseudonym(erasure_key(), sid) if kind == "actor" else sid
+
+
+def visible_erasure(client: ApiClient, erasure_id) -> Erasure:
+    check_admin(client)
+    if not _is_uuid(str(erasure_id)):
+        raise NotFound("No such erasure.")
+    erasure = Erasure.objects.select_related("namespace").filter(pk=erasure_id).first()
+    linked = client.linked_namespace_names
+    if erasure is None or (linked and erasure.namespace.name not in linked):
+        raise NotFound("No such erasure.")
+    return erasure
+
+
+def receipt_out(e: Erasure) -> dict:
+    return {
+        "id": str(e.pk),
+        "subject": {"kind": e.subject_kind, "id": e.subject_id},
+        "namespace": e.namespace.name,
+        "state": e.state,
+        "message": e.message or None,
+        "requested_at": iso(e.requested_at),
+        "requested_by": e.requested_by,
+        "completed_at": iso(e.completed_at),
+        "counts": e.counts,
+        "operation_id": str(e.operation_id) if e.operation_id else None,
+        "task": str(e.task_id) if e.task_id else None,
+    }
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def run(erasure_id, progress=None) -> dict:
+    """Run one erasure (the ``erasure`` task kind): idempotent, all or nothing."""
+    Erasure.objects.filter(pk=erasure_id, state__in=[Erasure.QUEUED, Erasure.FAILED]).update(
+        state=Erasure.RUNNING, started_at=timezone.now()
+    )
+    try:
+        with transaction.atomic():
+            erasure = (
+                Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
+            )
+            if erasure.state == Erasure.COMPLETED:
+                return receipt_out(erasure)
+            ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
+            _erase(erasure, ns)
+    except Exception as exc:
+        # rolled back: nothing was erased; the receipt says so, and a retry starts over
+        Erasure.objects.filter(pk=erasure_id).exclude(state=Erasure.COMPLETED).update(
+            state=Erasure.FAILED,
+            message=f"Not erased (nothing was changed; a retry starts over): {exc}"[:300],
+        )
+        raise
+    store.forget_overwritten()
+    if progress is not None:
+        progress(1.0)
+    return receipt_out(erasure)
+
+
+def _erase(erasure: Erasure, ns: Namespace) -> None:
+    kind, subject = erasure.subject_kind, erasure.pending_subject
+    key = erasure_key()
+    scope = tables.scope_of(kind, subject, ns)
+    rule = tables.rule_for(kind, scope, key)
+    strings = tables.erased_strings(scope, rule)
+    object_ids = list(scope.objects.values_list("pk", flat=True))
+    listed = tables.redact_operations(scope, rule)
+    counts = {
+        "operations": len(listed),
+        "objects": tables.redact_objects(scope, rule),
+        "actor_columns": tables.redact_actor_columns(scope, rule),
+        "sessions": tables.redact_sessions(scope, rule),
+        "tallies": tables.redact_tallies(scope, rule),
+        "signals": tables.redact_signals(scope, rule),
+        "spans": tables.redact_traces(scope, rule),
+        "stored_answers": tables.redact_stored_answers(scope, rule, strings),
+    }
+    now = timezone.now()
+    found = any(counts.values())
+    # an object already erased (nothing changed) gets no second object.erased
+    ops = _object_erased_ops(object_ids, erasure, kind, now) if found else []
+    payload = {
+        "erasure_id": str(erasure.pk),
+        "subject": {"kind": kind, "id": erasure.subject_id},
+        "requested_by": erasure.requested_by,
+        "counts": counts,
+        "redacted": listed,
+        "erased_objects": [str(i) for i in object_ids],
+    }
+    payload["mac"] = receipt_mac(key, payload)
+    receipt = oplog.namespace_op(
+        ns, ERASURE_OP, ts=max(now, ns.last_op_ts or now), payload=payload,
+        actor_id=erasure.requested_by, actor_type=ACTOR_TYPE,
+    )  # fmt: skip
+    store.get().insert(Operation, [*ops, receipt])
+    ns.save(update_fields=["head_hash", "last_op_ts"])
+    erasure.state = Erasure.COMPLETED
+    erasure.counts = counts
+    erasure.operation_id = receipt.id
+    erasure.completed_at = now
+    erasure.pending_subject = ""
+    erasure.message = (
+        ""
+        if found
+        else "Nothing to erase: the subject is already erased or holds no personal data here."
+    )
+    erasure.save()
+
+
+def _object_erased_ops(object_ids: list, erasure: Erasure, kind: str, now) -> list:
+    """An OBJECT_ERASED operation on each erased object's chain (its ``object.erased`` event):
+    the objects are locked and saved with their new head, as every chain write is."""
+    ops = []
+    objects = MemoryObject.objects.select_for_update().filter(pk__in=object_ids).order_by("pk")
+    for obj in objects.select_related("namespace"):
+        key = oplog.ChainKey.of(obj)
+        ops.append(
+            oplog.object_erased(
+                obj,
+                ts=max(now, obj.last_op_ts or now),
+                payload={"subject_kind": kind, "erasure_id": str(erasure.pk)},
+                actor_id=erasure.requested_by,
+                actor_type=ACTOR_TYPE,
+                key=key,
+            )  # fmt: skip
+        )
+        obj.save(update_fields=["version", "head_hash", "last_op_ts"])
+    return ops
