@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from feedback import aggregates, metrics, retrieval, retrieval_quality, session_view, utility
@@ -154,14 +155,9 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
 # --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
 
 
-def retrieval_rows(
-    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
-) -> tuple[list, int, list]:
-    """The arguments of ``retrieval_quality.evaluate`` for the namespace's injections in the
-    window; with ``actor_id``, only the sessions that API client recorded.
-
-    Grouped queries over the (namespace, ts) index, so no injection row leaves the database;
-    "used" is an EXISTS in WHERE (a semi-join on PostgreSQL, not a probe per row)."""
+def _retrieval_sets(namespace, since, until, actor_id):
+    """The window's injections of ``namespace`` (with ``actor_id``, only the sessions that API
+    client recorded) and those of them that were used."""
     injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
     if actor_id is not None:
         clients = ApiClient.objects.filter(name=actor_id).values("pk")
@@ -180,6 +176,18 @@ def retrieval_rows(
             )
         )
     )
+    return injections, used
+
+
+def retrieval_rows(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> tuple[list, int, list]:
+    """The arguments of ``retrieval_quality.evaluate`` for the namespace's injections in the
+    window; with ``actor_id``, only the sessions that API client recorded.
+
+    Grouped queries over the (namespace, ts) index, so no injection row leaves the database;
+    "used" is an EXISTS in WHERE (a semi-join on PostgreSQL, not a probe per row)."""
+    injections, used = _retrieval_sets(namespace, since, until, actor_id)
     per_rank = {
         rank: (n, tokens or 0)
         for rank, n, tokens in injections.values_list("rank_position")
@@ -203,6 +211,49 @@ def retrieval_rows(
     return ranks, sessions, list(hits.order_by())
 
 
+def retrieval_rows_daily(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> dict[date, retrieval_quality.DayRows]:
+    """``retrieval_rows`` per UTC day of the window, in four grouped queries whatever its
+    length. A session's injections all carry its ts, so each session falls in exactly one day
+    and the days add up to the window (``retrieval_quality.merge_days``)."""
+    injections, used = _retrieval_sets(namespace, since, until, actor_id)
+    injections = injections.annotate(day=TruncDate("ts"))
+    used = used.annotate(day=TruncDate("ts"))
+    per_rank = {
+        (day, rank): (n, tokens or 0)
+        for day, rank, n, tokens in injections.values_list("day", "rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    used_per_rank = {
+        (day, rank): (n, tokens or 0)
+        for day, rank, n, tokens in used.values_list("day", "rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    sessions = dict(
+        injections.values_list("day")
+        .annotate(n=Count("session_id", distinct=True))
+        .values_list("day", "n")
+        .order_by()
+    )
+    days = {
+        day: retrieval_quality.DayRows([], n, []) for day, n in sessions.items() if day is not None
+    }
+    for (day, rank), (n, tokens) in per_rank.items():
+        n_used, used_tokens = used_per_rank.get((day, rank), (0, 0))
+        days[day].ranks.append(retrieval_quality.RankRow(rank, n, n_used, tokens, used_tokens))
+    for day, best in (
+        used.values("day", "session_id")
+        .annotate(best=Min("rank_position"))
+        .values_list("day", "best")
+        .order_by()
+    ):
+        days[day].hits.append(best)
+    return dict(sorted(days.items()))
+
+
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
@@ -212,6 +263,7 @@ def namespace_retrieval_quality(
         "window": {"since": iso(since), "until": iso(until)},
         "actor_id": actor_id,
         **answer,
+        "alerts": metrics.evaluate_retrieval(answer, namespace.alert_thresholds),
     }
 
 

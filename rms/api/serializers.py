@@ -196,6 +196,8 @@ METRIC_NAMES = (
     "high_correction_rate",
     "budget_waste_ratio",
     "unused_injection_rate",
+    "retrieval_hit_rate",
+    "retrieval_precision_at_1",
 )
 
 
