@@ -4,6 +4,7 @@ from dashboard.views import (
     evidence,
     objects,
     overview,
+    retrieval,
     review,
     sessions,
     simulations,
@@ -14,6 +15,7 @@ from dashboard.views import (
 app_name = "dashboard"
 urlpatterns = [
     path("", overview.overview, name="overview"),
+    path("retrieval/", retrieval.retrieval, name="retrieval"),
     path("review/", review.review, name="review"),
     path("review/deprecate/", review.review_deprecate, name="review-deprecate"),
     path("objects/<uuid:object_id>/", objects.object_detail, name="object"),
