@@ -254,13 +254,17 @@ def waterfall(series: dict, bars: Sequence[dict], title: str) -> dict:
             "connector": {"line": {"color": GREY, "width": 1, "dash": "dot"}},
         }
     ]
-    top = max([series["start"], series["final"]] + [b["after"] for b in bars] + [0.0])
+    # The axis spans the levels the bars reach, not 0..1: a step of 0.005 on a 0.9 value must
+    # be visible. The start and final bars are cut at the bottom; their values are printed.
+    levels = [series["start"], series["final"]] + [b["after"] for b in bars]
+    lo, hi = min(levels), max(levels)
+    pad = max(0.02, 0.2 * (hi - lo))
     return {
         "data": data,
         "layout": base_layout(
-            height=320,
-            xaxis=base_axis(type="category", tickangle=-30, automargin=True),
-            yaxis=base_axis(range=[0, min(1.1, top + 0.12)], tickformat=".2f"),
+            height=340,
+            xaxis=base_axis(type="category", tickangle=-35, automargin=True),
+            yaxis=base_axis(range=[max(0.0, lo - pad), hi + pad], tickformat=".2f"),
             showlegend=False,
         ),
     }

@@ -18,6 +18,12 @@ from dashboard.charts.style import (
 )
 from feedback import metrics
 
+#: The retrieval metrics that alert, as the cards and the alert history name them.
+ALERT_LABELS = {
+    metrics.RETRIEVAL_HIT_RATE: "Retrieval hit rate",
+    metrics.RETRIEVAL_PRECISION_AT_1: "Retrieval precision@1",
+}
+
 #: One colour per rank line (rank 1 strongest), dashes as a second cue.
 RANK_COLOURS = (ACCENT, "#0e9384", "#dc6803", "#7a5af8", GREY)
 

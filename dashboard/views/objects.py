@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect
@@ -60,6 +62,7 @@ def explanation_view(request, obj, at) -> dict | None:
         {
             "n": i + 1,
             "step": s,
+            "ts": datetime.fromisoformat(s["ts"]),
             "label": charts.step_label(s),
             "controls": charts.controls_text(s),
             "delta": s["after"] - s["before"],

@@ -108,11 +108,19 @@ def overview(request):
             "review_below": REVIEW_USAGE_BELOW,
             "retrieval": retrieval,
             "retrieval_days": retrieval_selectors.OVERVIEW_DAYS,
+            "retrieval_alerts": [
+                {"label": retrieval_charts.ALERT_LABELS[name], **retrieval.alerts[name]}
+                for name in metrics.RETRIEVAL_METRIC_NAMES
+            ],
             "retrieval_chart": retrieval_charts.rates(
                 retrieval.days, retrieval.by_day, retrieval.alerts
             ),
             "alert_history": [
-                {"alert": a, "label": charts.METRIC_LABELS.get(a.metric, a.metric)}
+                {
+                    "alert": a,
+                    "label": charts.METRIC_LABELS.get(a.metric)
+                    or retrieval_charts.ALERT_LABELS.get(a.metric, a.metric),
+                }
                 for a in selectors.alert_history(current)
             ],
         }

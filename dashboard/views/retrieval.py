@@ -63,7 +63,7 @@ def retrieval(request):
             "alerts": [
                 {
                     "name": name,
-                    "label": LABELS[name],
+                    "label": charts.ALERT_LABELS[name],
                     "definition": metrics.METRIC_DEFINITIONS[name],
                     **trend.alerts[name],
                 }
@@ -79,9 +79,3 @@ def retrieval(request):
         }
     )
     return render(request, "dashboard/retrieval.html", context)
-
-
-LABELS = {
-    metrics.RETRIEVAL_HIT_RATE: "Hit rate",
-    metrics.RETRIEVAL_PRECISION_AT_1: "Precision at rank 1",
-}

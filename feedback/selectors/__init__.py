@@ -162,13 +162,12 @@ def _retrieval_sets(namespace, since, until, actor_id):
     if actor_id is not None:
         clients = ApiClient.objects.filter(name=actor_id).values("pk")
         injections = injections.filter(session__client__in=clients)
-    # A session's signals carry its ts, so the same window bounds them: a semi-join reads the
-    # window's signals through the (namespace, ts) index, not every signal of the namespace.
-    signals = _window(
-        SignalRecord.objects.filter(namespace=namespace, signal_type__in=utility.USED_SIGNALS),
-        since,
-        until,
-    )
+    signals = SignalRecord.objects.filter(signal_type__in=utility.USED_SIGNALS)
+    if store.get().bounded_semi_join:
+        # A session's signals carry its ts, so the same window bounds them: a semi-join reads
+        # the window's signals through the (namespace, ts) index, not every signal of the
+        # namespace. (Without it, each injection probes its session's signals by index.)
+        signals = _window(signals.filter(namespace=namespace), since, until)
     used = injections.filter(
         Exists(
             signals.filter(
