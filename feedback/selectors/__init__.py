@@ -274,7 +274,8 @@ RETRIEVAL_GAUGE_RANKS = (1, 2, 3, 4, 5)
 def retrieval_quality_gauges():
     """``rms_retrieval_hit_rate``, ``rms_retrieval_mrr`` and ``rms_retrieval_precision_at_rank``
     per namespace over the last 24 h, read when /metrics is scraped; a figure without data is
-    absent rather than 0 (docs/METRICS.md)."""
+    absent rather than 0 (docs/METRICS.md); and ``rms_retrieval_alert_threshold`` of the two
+    that alert (hit rate, precision at rank 1), the window the snapshots alert on."""
     from prometheus_client.core import GaugeMetricFamily
 
     hit_rate = GaugeMetricFamily(
@@ -292,17 +293,24 @@ def retrieval_quality_gauges():
         "Used injections at a rank / injections at that rank, last 24 h.",
         labels=["namespace", "rank"],
     )
+    threshold = GaugeMetricFamily(
+        "rms_retrieval_alert_threshold",
+        "The namespace's alert threshold of a retrieval metric (alert below it).",
+        labels=["namespace", "metric"],
+    )
     since = timezone.now() - RETRIEVAL_GAUGE_WINDOW
     for ns in Namespace.objects.order_by("name"):
         answer = retrieval_quality.evaluate(*retrieval_rows(ns, since))
         if answer["sessions"]:
+            for name, value in metrics.evaluate_retrieval(answer, ns.alert_thresholds).items():
+                threshold.add_metric([ns.name, name], value["threshold"])
             hit_rate.add_metric([ns.name], answer["hit_rate"])
             mrr.add_metric([ns.name], answer["mrr"])
         for rank in RETRIEVAL_GAUGE_RANKS:
             value = answer["precision_at_rank"].get(str(rank))
             if value is not None:
                 precision.add_metric([ns.name, str(rank)], value)
-    return [hit_rate, mrr, precision]
+    return [hit_rate, mrr, precision, threshold]
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------
