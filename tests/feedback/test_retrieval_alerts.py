@@ -52,7 +52,9 @@ def _events(api, types):
     return [e for e in r.json()["results"] if e["data"]["metric"] in RETRIEVAL]
 
 
-@pytest.mark.django_db
+# The feed releases only committed positions (on PostgreSQL, below the transaction horizon):
+# the writes must commit.
+@pytest.mark.django_db(transaction=True)
 def test_retrieval_alerts_raise_and_resolve_on_the_chain_and_in_the_feed(
     client_api, operator_api, admin_api
 ):
