@@ -138,3 +138,9 @@ def test_no_data_neither_raises_nor_resolves():
     assert metrics.alert_changes(evaluated, set(RETRIEVAL)) == []
     with pytest.raises(ValueError, match="Unknown metric"):
         metrics.resolve_thresholds({"retrieval_mrr": 0.3})
+
+
+def test_the_api_accepts_thresholds_for_exactly_the_alerting_metrics():
+    from rms.api import serializers
+
+    assert serializers.METRIC_NAMES == metrics.ALERT_METRIC_NAMES
