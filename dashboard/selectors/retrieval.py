@@ -3,7 +3,8 @@ quality (docs/METRICS.md) over the last days, from the injections and signals th
 
 One call is four grouped queries over the (namespace, ts) index of the window's days
 (``feedback.selectors.retrieval_rows_daily``), evaluated by the pure function the API answers
-with, and cached like the overview's metrics, so a watched overview does not rescan.
+with, and cached like the overview's metrics; ``dashboard.tasks.warm_overview`` computes the
+overview's card ahead while the overview is watched, so its requests do not rescan.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.cache import cache
 
-from dashboard.selectors.overview import METRICS_CACHE_SECONDS, _cache_key
+from dashboard.selectors.overview import METRICS_CACHE_SECONDS, WARM_SECONDS, _cache_key
 from feedback import metrics, retrieval_quality
 from feedback.selectors import retrieval_rows_daily
 
@@ -53,9 +54,13 @@ def day_bounds(days: int, now: datetime) -> tuple[datetime, datetime, list[date]
     return since, now, [first + timedelta(days=k) for k in range(days)]
 
 
-def retrieval_trend(namespace, days: int, now: datetime, actor_id: str | None = None):
+def retrieval_trend(
+    namespace, days: int, now: datetime, actor_id: str | None = None, refresh: bool = False
+) -> RetrievalTrend:
+    """The namespace's per-day retrieval quality over the last ``days`` days, cached for
+    METRICS_CACHE_SECONDS (WARM_SECONDS when ``refresh``: the warming task computes ahead)."""
     key = _cache_key("retrieval", namespace.pk, days, actor_id or "", now.date().isoformat())
-    cached = cache.get(key)
+    cached = None if refresh else cache.get(key)
     if cached is not None:
         return cached
     since, until, day_list = day_bounds(days, now)
@@ -69,5 +74,5 @@ def retrieval_trend(namespace, days: int, now: datetime, actor_id: str | None = 
         since=since,
         until=until,
     )
-    cache.set(key, trend, METRICS_CACHE_SECONDS)
+    cache.set(key, trend, WARM_SECONDS if refresh else METRICS_CACHE_SECONDS)
     return trend
