@@ -215,9 +215,10 @@ def waterfall_bars(series: dict, max_bars: int = WATERFALL_MAX_BARS) -> list[dic
     return bars
 
 
-def waterfall(series: dict, bars: Sequence[dict], title: str) -> dict:
-    """A Plotly waterfall of one series: its start, each bar, and the final value."""
-    xs = ["start"] + [f"{k}. {b['label']}" for k, b in enumerate(bars, 1)] + ["now"]
+def waterfall(series: dict, bars: Sequence[dict], title: str, end: str = "now") -> dict:
+    """A Plotly waterfall of one series: its start, each bar, and the final value (labelled
+    ``end``: "now", or "as of" a past time)."""
+    xs = ["start"] + [f"{k}. {b['label']}" for k, b in enumerate(bars, 1)] + [end]
     ys = [series["start"]] + [b["delta"] for b in bars] + [series["final"]]
     measure = ["absolute"] + ["relative"] * len(bars) + ["total"]
     hover = (

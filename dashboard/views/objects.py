@@ -42,7 +42,7 @@ EXPLAIN_PER_PAGE = 20
 # --- one object ---------------------------------------------------------------------------------
 
 
-def explanation_view(request, obj, at) -> dict | None:
+def explanation_view(request, obj, at, end: str = "now") -> dict | None:
     """The object's explanation at ``at`` (``rms.selectors.object_explanation``, the one the API
     answers) for the series the page asks for: its waterfall (biggest movers, the rest merged),
     and its steps as a paginated table with the biggest movers flagged."""
@@ -79,7 +79,7 @@ def explanation_view(request, obj, at) -> dict | None:
         "series": series,
         "bars": bars,
         "merged": sum(b["n"] for b in bars if b["merged"]),
-        "chart": charts.waterfall(series, bars, EXPLAIN_SERIES[name].lower()),
+        "chart": charts.waterfall(series, bars, EXPLAIN_SERIES[name].lower(), end),
         "page": page,
     }
 
@@ -192,7 +192,7 @@ def object_detail(request, object_id):
         "relationships": relationships,
         "events": selectors.object_events(obj),
         "is_admin": access.is_admin,
-        "explanation": explanation_view(request, obj, as_of or now),
+        "explanation": explanation_view(request, obj, as_of or now, "as of" if as_of else "now"),
     }
     return render(request, "dashboard/object.html", context)
 

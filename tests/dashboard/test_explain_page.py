@@ -104,6 +104,7 @@ def test_the_salience_waterfall_respects_as_of_and_ends_at_the_decayed_value(nam
     assert series["final"] == pytest.approx(expected, abs=1e-12)
     _chains(series, view["bars"])
     assert series["steps"][-1]["kind"] == "decay"
+    assert view["chart"]["data"][0]["x"][-1] == "as of"
     assert view["answer"]["as_of"].startswith(f"{at:%Y-%m-%dT%H:%M:%S}")
     # Before the object existed there is nothing to explain.
     early = T0 - timedelta(days=3)
