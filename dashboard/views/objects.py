@@ -70,6 +70,9 @@ def explanation_view(request, obj, at, end: str = "now") -> dict | None:
         }
         for i, s in enumerate(steps)
     ]
+    biggest_first = request.GET.get("wsort") == "change"
+    if biggest_first:
+        rows.sort(key=lambda r: (-abs(r["delta"]), r["n"]))
     page = Paginator(rows, EXPLAIN_PER_PAGE).get_page(request.GET.get("wpage"))
     return {
         "name": name,
@@ -81,6 +84,7 @@ def explanation_view(request, obj, at, end: str = "now") -> dict | None:
         "merged": sum(b["n"] for b in bars if b["merged"]),
         "chart": charts.waterfall(series, bars, EXPLAIN_SERIES[name].lower(), end),
         "page": page,
+        "biggest_first": biggest_first,
     }
 
 

@@ -91,6 +91,10 @@ def test_the_waterfall_chains_from_start_to_the_objects_confidence(namespaces, o
     assert 'class="mover"' in html
     second = login(operator).get(f"/objects/{obj.pk}/?wpage=2")
     assert second.context["explanation"]["page"].number == 2
+    biggest = login(operator).get(f"/objects/{obj.pk}/?wsort=change").context["explanation"]
+    first = biggest["page"].object_list
+    sizes = [abs(r["delta"]) for r in first]
+    assert sizes == sorted(sizes, reverse=True) and first[0]["mover"]
 
 
 def test_the_salience_waterfall_respects_as_of_and_ends_at_the_decayed_value(namespaces, operator):
