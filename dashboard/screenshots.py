@@ -107,6 +107,7 @@ def demo_pages() -> dict[str, str]:
         "object": f"/objects/{agg.object_id}/" if agg else None,
         "session": f"/sessions/{session.pk}/" if session else None,
         "sessions": "/sessions/?namespace=support",
+        "retrieval": "/retrieval/?namespace=support&days=30",
         "tasks": "/tasks/",
         "simulations": "/simulations/?" + "&".join(f"run={r.pk}" for r in runs),
         "evidence": "/evidence/?namespace=support",

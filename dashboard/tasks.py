@@ -22,8 +22,10 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
+from django.utils import timezone
 
 from dashboard import selectors
+from dashboard.selectors import retrieval
 from rms.models import Namespace
 
 
@@ -34,7 +36,8 @@ from rms.models import Namespace
 )
 def warm_overview() -> int:
     """Recompute the all-namespaces metrics of every window (and the object statistics and
-    histograms) while the overview is being watched; returns the number of windows warmed."""
+    histograms, and each namespace's retrieval card) while the overview is being watched;
+    returns the number of windows warmed."""
     if not cache.get(selectors.VIEWED_KEY):
         return 0
     namespaces = list(Namespace.objects.order_by("name"))
@@ -43,4 +46,8 @@ def warm_overview() -> int:
     selectors.refresh_object_stats(namespaces)
     for window in selectors.WINDOWS:
         selectors.namespace_health(namespaces, window, refresh=True)
+    # The overview's retrieval card of every namespace (the per-day form of its last days).
+    now = timezone.now()
+    for ns in namespaces:
+        retrieval.retrieval_trend(ns, retrieval.OVERVIEW_DAYS, now, refresh=True)
     return len(selectors.WINDOWS)

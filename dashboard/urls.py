@@ -7,6 +7,7 @@ from dashboard.views import (
     evidence,
     objects,
     overview,
+    retrieval,
     review,
     sessions,
     simulations,
@@ -18,6 +19,7 @@ from dashboard.views import (
 app_name = "dashboard"
 urlpatterns = [
     path("", overview.overview, name="overview"),
+    path("retrieval/", retrieval.retrieval, name="retrieval"),
     path("review/", review.review, name="review"),
     path("review/deprecate/", review.review_deprecate, name="review-deprecate"),
     path("objects/", browser.browser, name="objects"),

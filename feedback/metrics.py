@@ -58,6 +58,20 @@ DIRECTIONS: dict[str, str] = {
     BUDGET_WASTE_RATIO: ABOVE,
     UNUSED_INJECTION_RATE: ABOVE,
 }
+
+#: Retrieval quality (docs/METRICS.md) alerts like the four metrics, over the same trailing
+#: window, on the namespace's chain: the share of sessions with a used injection, and the
+#: precision of rank 1 (used injections at rank 1 / injections at rank 1). Both "below".
+RETRIEVAL_HIT_RATE = "retrieval_hit_rate"
+RETRIEVAL_PRECISION_AT_1 = "retrieval_precision_at_1"
+RETRIEVAL_METRIC_NAMES = (RETRIEVAL_HIT_RATE, RETRIEVAL_PRECISION_AT_1)
+RETRIEVAL_DEFAULT_THRESHOLDS: dict[str, float] = {
+    RETRIEVAL_HIT_RATE: 0.50,
+    RETRIEVAL_PRECISION_AT_1: 0.30,
+}
+#: Every metric that raises alerts, in the order a snapshot writes its operations.
+ALERT_METRIC_NAMES = METRIC_NAMES + RETRIEVAL_METRIC_NAMES
+ALERT_DIRECTIONS: dict[str, str] = {**DIRECTIONS, **dict.fromkeys(RETRIEVAL_METRIC_NAMES, BELOW)}
 #: Objects whose lifetime usage_ratio is below this waste the budget they are injected into.
 WASTE_USAGE_RATIO = 0.05
 
@@ -70,6 +84,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
         "divided by the total context budget."
     ),
     UNUSED_INJECTION_RATE: "Share of injections that ended UNUSED.",
+    RETRIEVAL_HIT_RATE: "Share of feedback sessions with at least one used injection.",
+    RETRIEVAL_PRECISION_AT_1: "Used injections at rank 1 / injections at rank 1.",
 }
 
 
@@ -95,10 +111,11 @@ class MetricInputs:
 
 
 def resolve_thresholds(thresholds: Mapping[str, float] | None) -> dict[str, float]:
-    """Namespace thresholds over the defaults; unknown names are an error, not silently ignored."""
-    resolved = dict(DEFAULT_THRESHOLDS)
+    """Namespace thresholds over the defaults (of every alerting metric); unknown names are an
+    error, not silently ignored."""
+    resolved = {**DEFAULT_THRESHOLDS, **RETRIEVAL_DEFAULT_THRESHOLDS}
     if thresholds:
-        unknown = set(thresholds) - set(METRIC_NAMES)
+        unknown = set(thresholds) - set(ALERT_METRIC_NAMES)
         if unknown:
             raise ValueError(f"Unknown metric threshold(s): {sorted(unknown)}.")
         for name, value in thresholds.items():
@@ -142,6 +159,27 @@ def evaluate(raw: MetricInputs, thresholds: Mapping[str, float] | None = None) -
             "state": _state(values[name], resolved[name], DIRECTIONS[name]),
         }
         for name in METRIC_NAMES
+    }
+
+
+def evaluate_retrieval(
+    answer: Mapping, thresholds: Mapping[str, float] | None = None
+) -> dict[str, dict]:
+    """The retrieval metrics that alert, from a ``retrieval_quality.evaluate`` answer, in the
+    shape of :func:`evaluate`. No session (or no injection at rank 1) is ``no_data``."""
+    resolved = resolve_thresholds(thresholds)
+    values = {
+        RETRIEVAL_HIT_RATE: answer.get("hit_rate"),
+        RETRIEVAL_PRECISION_AT_1: answer.get("precision_at_rank", {}).get("1"),
+    }
+    return {
+        name: {
+            "value": values[name],
+            "threshold": resolved[name],
+            "direction": BELOW,
+            "state": _state(values[name], resolved[name], BELOW),
+        }
+        for name in RETRIEVAL_METRIC_NAMES
     }
 
 
@@ -276,9 +314,10 @@ class AlertChange:
 def alert_changes(evaluated: Mapping[str, Mapping], open_metrics: set[str]) -> list[AlertChange]:
     """What one snapshot opens and resolves: a metric in ``alert`` without an open alert opens
     one; a metric back to ``ok`` with one resolves it; ``no_data`` does neither (nothing was
-    measured, so nothing crossed). In METRIC_NAMES order, so a snapshot's operations are too."""
+    measured, so nothing crossed). In ALERT_METRIC_NAMES order, so a snapshot's operations are
+    too."""
     changes = []
-    for name in METRIC_NAMES:
+    for name in ALERT_METRIC_NAMES:
         metric = evaluated.get(name)
         if metric is None:
             continue

@@ -57,3 +57,45 @@ def evaluate(ranks: Iterable[RankRow], sessions: int, hits: Iterable[int | None]
         "wasted_tokens_by_rank": {str(r.rank): r.token_cost - r.used_token_cost for r in rows},
         "injections_by_rank": {str(r.rank): r.injections for r in rows},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class DayRows:
+    """:func:`evaluate`'s arguments for the sessions of one day (``hits`` and ``ranks`` are
+    filled by the selector)."""
+
+    ranks: list[RankRow]
+    sessions: int
+    hits: list[int | None]
+
+
+def merge_days(days: Iterable[DayRows]) -> DayRows:
+    """The rows of a window from the rows of its days: each session lies in exactly one day, so
+    sessions and hits add up, and each rank's counts and token sums add up."""
+    by_rank: dict[int | None, list[int]] = {}
+    sessions = 0
+    hits: list[int | None] = []
+    for day in days:
+        sessions += day.sessions
+        hits.extend(day.hits)
+        for row in day.ranks:
+            acc = by_rank.setdefault(row.rank, [0, 0, 0, 0])
+            acc[0] += row.injections
+            acc[1] += row.used
+            acc[2] += row.token_cost
+            acc[3] += row.used_token_cost
+    ranks = [RankRow(rank, *acc) for rank, acc in by_rank.items()]
+    return DayRows(ranks, sessions, hits)
+
+
+def evaluate_daily(days: dict) -> dict:
+    """``{day: evaluate(day's rows)}`` and the whole window's answer from the same rows:
+    ``{"days": {...}, "window": evaluate(merge_days(...))}``."""
+    return {
+        "days": {day: evaluate(rows.ranks, rows.sessions, rows.hits) for day, rows in days.items()},
+        "window": evaluate(*_args(merge_days(days.values()))),
+    }
+
+
+def _args(rows: DayRows) -> tuple:
+    return rows.ranks, rows.sessions, rows.hits

@@ -18,7 +18,8 @@ SNAPSHOT_WINDOW_HOURS = metrics.DEFAULT_WINDOW_HOURS
 def take_snapshots(namespace: str | None = None) -> dict:
     """One MetricSnapshot per namespace and minute — the four metrics over the trailing 24 h
     up to now, as ``/metrics?since=<now − 24 h>`` computes them — and the alerts it opens or
-    resolves.
+    resolves, those of the retrieval metrics (``/retrieval-quality`` over the same window)
+    included.
 
     The window ends at the call's own time, not at its minute: a session posted a few seconds
     before the snapshot counts. The snapshot row is keyed by the minute, so a redelivered or
@@ -42,8 +43,14 @@ def take_snapshots(namespace: str | None = None) -> dict:
             defaults={"metrics": evaluated["metrics"], "warnings": evaluated["warnings"]},
         )
         created += new
+        # Retrieval quality alerts on the same window (docs/METRICS.md); it is not stored in
+        # the snapshot: its trends are read per day from the injections themselves.
+        retrieval = selectors.namespace_retrieval_quality(ns, since, now)
         counts = alerts.alerts_apply(
-            namespace_id=ns.pk, evaluated=evaluated["metrics"], window=evaluated["window"], at=now
+            namespace_id=ns.pk,
+            evaluated={**evaluated["metrics"], **retrieval["alerts"]},
+            window=evaluated["window"],
+            at=now,
         )
         raised += counts.raised
         resolved += counts.resolved

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from dashboard.charts.style import ACCENT, GREY, INK, base_axis, base_layout, iso, with_legend
+from dashboard.charts.style import (
+    ACCENT,
+    ALERT,
+    GREY,
+    INK,
+    OK,
+    base_axis,
+    base_layout,
+    iso,
+    with_legend,
+)
 from rms import policy
 
 # --- object ---------------------------------------------------------------------------------------
@@ -114,5 +124,148 @@ def trajectory(
             shapes=shapes,
             annotations=annotations,
             **with_legend(),
+        ),
+    }
+
+
+# --- why the object is at its value (the explanation's waterfall) -------------------------------
+
+#: The chart keeps this many of the biggest moves; the rest between them are merged into one
+#: "N smaller steps" bar each, so a long history stays readable (the table lists every step).
+WATERFALL_MAX_BARS = 16
+
+CONTROL_LABELS = {
+    "session_cap": "session cap",
+    "repeat_diminishing": "repeat",
+    "correlation_discount": "correlation",
+    "reliability_discount": "reliability",
+    "ceiling": "ceiling",
+    "floor": "floor",
+}
+
+
+def step_label(step: dict) -> str:
+    """What moved the value, in a few words: the signal (or admin operation) or the decay."""
+    if step["kind"] == "decay":
+        return f"decay ({step['days_since_reinforcement']:.1f} d)"
+    if step["kind"] in ("signal", "rejected"):
+        return step.get("signal_type") or step["op_type"]
+    return step["op_type"]
+
+
+def controls_text(step: dict) -> str:
+    """The controls that cut a signal, each with its cut: "session cap −0.012 · ceiling −0.030"."""
+    return " · ".join(
+        f"{CONTROL_LABELS.get(c['control'], c['control'])} −{c['cut']:.3f}"
+        for c in step.get("controls") or ()
+    )
+
+
+def waterfall_bars(series: dict, max_bars: int = WATERFALL_MAX_BARS) -> list[dict]:
+    """The explanation's steps that moved the value, as bars in chain order: the ``max_bars``
+    biggest moves each a bar, every run of smaller moves between them one merged bar. Each bar
+    is ``{"label", "before", "after", "delta", "n", "merged", "controls", "ts"}``; the bars
+    chain from the series' start to its final value (each ``before`` is the previous
+    ``after``)."""
+    moving = [s for s in series["steps"] if s["after"] != s["before"]]
+    if len(moving) > max_bars:
+        keep = sorted(
+            range(len(moving)), key=lambda i: abs(moving[i]["after"] - moving[i]["before"])
+        )[-(max_bars - 1) :]
+        keep = set(keep)
+    else:
+        keep = set(range(len(moving)))
+    bars: list[dict] = []
+    run: list[dict] = []
+
+    def flush() -> None:
+        if run:
+            bars.append(
+                {
+                    "label": f"{len(run)} smaller step{'s' if len(run) > 1 else ''}",
+                    "before": run[0]["before"],
+                    "after": run[-1]["after"],
+                    "delta": run[-1]["after"] - run[0]["before"],
+                    "n": len(run),
+                    "merged": True,
+                    "controls": "",
+                    "ts": run[-1]["ts"],
+                }
+            )
+            run.clear()
+
+    for i, step in enumerate(moving):
+        if i in keep:
+            flush()
+            bars.append(
+                {
+                    "label": step_label(step),
+                    "before": step["before"],
+                    "after": step["after"],
+                    "delta": step["after"] - step["before"],
+                    "n": 1,
+                    "merged": False,
+                    "controls": controls_text(step),
+                    "ts": step["ts"],
+                }
+            )
+        else:
+            run.append(step)
+    flush()
+    return bars
+
+
+def waterfall(series: dict, bars: Sequence[dict], title: str, end: str = "now") -> dict:
+    """A Plotly waterfall of one series: its start, each bar, and the final value (labelled
+    ``end``: "now", or "as of" a past time)."""
+    xs = ["start"] + [f"{k}. {b['label']}" for k, b in enumerate(bars, 1)] + [end]
+    ys = [series["start"]] + [b["delta"] for b in bars] + [series["final"]]
+    measure = ["absolute"] + ["relative"] * len(bars) + ["total"]
+    hover = (
+        [f"created at {series['start']:.3f}"]
+        + [
+            f"{b['label']} · {b['ts'][:16].replace('T', ' ')}<br>"
+            f"{b['before']:.3f} → {b['after']:.3f} ({b['delta']:+.3f})"
+            + (f"<br>cut by {b['controls']}" if b["controls"] else "")
+            for b in bars
+        ]
+        + [f"{title} {series['final']:.3f}"]
+    )
+    text = (
+        [f"{series['start']:.3f}"]
+        + [f"{b['delta']:+.3f}" + (" ✂" if b["controls"] else "") for b in bars]
+        + [f"{series['final']:.3f}"]
+    )
+    data = [
+        {
+            "type": "waterfall",
+            "name": title,
+            "orientation": "v",
+            "x": xs,
+            "y": ys,
+            "measure": measure,
+            "text": text,
+            "textposition": "outside",
+            "cliponaxis": False,
+            "customdata": hover,
+            "hovertemplate": "%{customdata}<extra></extra>",
+            "increasing": {"marker": {"color": OK}},
+            "decreasing": {"marker": {"color": ALERT}},
+            "totals": {"marker": {"color": ACCENT}},
+            "connector": {"line": {"color": GREY, "width": 1, "dash": "dot"}},
+        }
+    ]
+    # The axis spans the levels the bars reach, not 0..1: a step of 0.005 on a 0.9 value must
+    # be visible. The start and final bars are cut at the bottom; their values are printed.
+    levels = [series["start"], series["final"]] + [b["after"] for b in bars]
+    lo, hi = min(levels), max(levels)
+    pad = max(0.02, 0.2 * (hi - lo))
+    return {
+        "data": data,
+        "layout": base_layout(
+            height=340,
+            xaxis=base_axis(type="category", tickangle=-35, automargin=True),
+            yaxis=base_axis(range=[max(0.0, lo - pad), hi + pad], tickformat=".2f"),
+            showlegend=False,
         ),
     }

@@ -205,3 +205,18 @@ def _compact(value, depth: int = 0) -> str:
 def compact(value) -> str:
     """A measured value in a few characters: ratios to 3 decimals, long series as first → last."""
     return _compact(value)
+
+
+@register.filter
+def signed(value, digits: int = 3):
+    """A change with its sign, "+0.042" / "−0.013" (a true minus); "—" when there is none."""
+    if value is None or value == "":
+        return "—"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    text = f"{abs(v):.{int(digits)}f}"
+    if float(text) == 0.0:
+        return f"±{text}"
+    return f"+{text}" if v > 0 else f"−{text}"

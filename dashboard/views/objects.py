@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect
@@ -16,6 +18,7 @@ from dashboard.permissions import ADMINS, ANY_ROLE, dashboard_view
 from dashboard.selectors import objects as selectors
 from dashboard.views.common import per_page_of, redirect_back, sort_of
 from rms import policy, services
+from rms import selectors as core
 from rms.errors import DomainError, NotFound
 
 OP_TYPES = (
@@ -30,7 +33,59 @@ OP_TYPES = (
     "EPISTEMIC_TRANSITION",
     "CONDITION_CHANGED",
 )
+#: The explanation's series the page can show, with their names on the toggle.
+EXPLAIN_SERIES = {"confidence": "Confidence", "salience_effective": "Effective salience"}
+#: The steps highlighted in the explanation's table as the biggest movers.
+BIGGEST_MOVERS = 3
+EXPLAIN_PER_PAGE = 20
+
 # --- one object ---------------------------------------------------------------------------------
+
+
+def explanation_view(request, obj, at, end: str = "now") -> dict | None:
+    """The object's explanation at ``at`` (``rms.selectors.object_explanation``, the one the API
+    answers) for the series the page asks for: its waterfall (biggest movers, the rest merged),
+    and its steps as a paginated table with the biggest movers flagged."""
+    answer = core.object_explanation(obj, at)
+    if answer is None:
+        return None
+    name = request.GET.get("explain")
+    name = name if name in EXPLAIN_SERIES else "confidence"
+    series = answer[name]
+    bars = charts.waterfall_bars(series)
+    steps = series["steps"]
+    movers = sorted(
+        (i for i, s in enumerate(steps) if s["after"] != s["before"]),
+        key=lambda i: abs(steps[i]["after"] - steps[i]["before"]),
+    )[-BIGGEST_MOVERS:]
+    rows = [
+        {
+            "n": i + 1,
+            "step": s,
+            "ts": datetime.fromisoformat(s["ts"]),
+            "label": charts.step_label(s),
+            "controls": charts.controls_text(s),
+            "delta": s["after"] - s["before"],
+            "mover": i in movers,
+        }
+        for i, s in enumerate(steps)
+    ]
+    biggest_first = request.GET.get("wsort") == "change"
+    if biggest_first:
+        rows.sort(key=lambda r: (-abs(r["delta"]), r["n"]))
+    page = Paginator(rows, EXPLAIN_PER_PAGE).get_page(request.GET.get("wpage"))
+    return {
+        "name": name,
+        "title": EXPLAIN_SERIES[name],
+        "series_names": EXPLAIN_SERIES,
+        "answer": answer,
+        "series": series,
+        "bars": bars,
+        "merged": sum(b["n"] for b in bars if b["merged"]),
+        "chart": charts.waterfall(series, bars, EXPLAIN_SERIES[name].lower(), end),
+        "page": page,
+        "biggest_first": biggest_first,
+    }
 
 
 def _visible_object(request, object_id):
@@ -141,6 +196,7 @@ def object_detail(request, object_id):
         "relationships": relationships,
         "events": selectors.object_events(obj),
         "is_admin": access.is_admin,
+        "explanation": explanation_view(request, obj, as_of or now, "as of" if as_of else "now"),
     }
     return render(request, "dashboard/object.html", context)
 

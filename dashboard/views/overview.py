@@ -9,8 +9,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.charts import overview as charts
+from dashboard.charts import retrieval as retrieval_charts
 from dashboard.permissions import ANY_ROLE, dashboard_view, pick_namespace
 from dashboard.selectors import overview as selectors
+from dashboard.selectors import retrieval as retrieval_selectors
 from feedback import metrics
 from feedback.selectors import (
     REVIEW_USAGE_BELOW,
@@ -80,6 +82,7 @@ def overview(request):
         for item in metrics.FEEDBACK_CANNOT_FIX
     ]
     hist = selectors.histograms(namespaces, current)
+    retrieval = retrieval_selectors.retrieval_trend(current, retrieval_selectors.OVERVIEW_DAYS, now)
     thresholds = {
         name_: current_health.evaluated[name_]["threshold"] for name_ in metrics.METRIC_NAMES
     }
@@ -103,8 +106,21 @@ def overview(request):
                 trend.buckets, trend.values, trend.alert, thresholds
             ),
             "review_below": REVIEW_USAGE_BELOW,
+            "retrieval": retrieval,
+            "retrieval_days": retrieval_selectors.OVERVIEW_DAYS,
+            "retrieval_alerts": [
+                {"label": retrieval_charts.ALERT_LABELS[name], **retrieval.alerts[name]}
+                for name in metrics.RETRIEVAL_METRIC_NAMES
+            ],
+            "retrieval_chart": retrieval_charts.rates(
+                retrieval.days, retrieval.by_day, retrieval.alerts
+            ),
             "alert_history": [
-                {"alert": a, "label": charts.METRIC_LABELS.get(a.metric, a.metric)}
+                {
+                    "alert": a,
+                    "label": charts.METRIC_LABELS.get(a.metric)
+                    or retrieval_charts.ALERT_LABELS.get(a.metric, a.metric),
+                }
                 for a in selectors.alert_history(current)
             ],
         }

@@ -162,6 +162,17 @@ class RetrievalQualityOut(serializers.Serializer):
     injections_by_rank = serializers.DictField(
         child=serializers.IntegerField(), help_text="Rank → injections at that rank."
     )
+    alerts = type(
+        "RetrievalAlertsByName",
+        (serializers.Serializer,),
+        {name: MetricOut() for name in metrics.RETRIEVAL_METRIC_NAMES},
+    )(
+        help_text="The retrieval metrics that raise alerts, with the namespace's threshold "
+        "(alert_thresholds, default retrieval_hit_rate 0.50, retrieval_precision_at_1 0.30) and "
+        "state over this window: retrieval_hit_rate is hit_rate, retrieval_precision_at_1 is "
+        "precision_at_rank['1']; both alert below their threshold. The alerts themselves are "
+        "raised on the trailing 24 h by the metric snapshots, like the four SPEC §10 metrics."
+    )
 
 
 class RankResult(serializers.Serializer):
@@ -257,7 +268,7 @@ class AlertWindow(serializers.Serializer):
 class AlertOut(serializers.Serializer):
     id = serializers.UUIDField()
     namespace = serializers.CharField()
-    metric = serializers.ChoiceField(choices=metrics.METRIC_NAMES)
+    metric = serializers.ChoiceField(choices=metrics.ALERT_METRIC_NAMES)
     state = serializers.ChoiceField(choices=("open", "resolved"))
     raised_at = serializers.DateTimeField()
     resolved_at = serializers.DateTimeField(allow_null=True)

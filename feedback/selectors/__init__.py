@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from feedback import aggregates, metrics, retrieval, retrieval_quality, session_view, utility
@@ -153,6 +154,29 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
 # --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
 
 
+def _retrieval_sets(namespace, since, until, actor_id):
+    """The window's injections of ``namespace`` (with ``actor_id``, only the sessions that API
+    client recorded) and those of them that were used."""
+    injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
+    if actor_id is not None:
+        clients = ApiClient.objects.filter(name=actor_id).values("pk")
+        injections = injections.filter(session__client__in=clients)
+    signals = SignalRecord.objects.filter(signal_type__in=utility.USED_SIGNALS)
+    if store.get().bounded_semi_join:
+        # A session's signals carry its ts, so the same window bounds them: a semi-join reads
+        # the window's signals through the (namespace, ts) index, not every signal of the
+        # namespace. (Without it, each injection probes its session's signals by index.)
+        signals = _window(signals.filter(namespace=namespace), since, until)
+    used = injections.filter(
+        Exists(
+            signals.filter(
+                feedback_session_id=OuterRef("session_id"), object_id=OuterRef("object_id")
+            )
+        )
+    )
+    return injections, used
+
+
 def retrieval_rows(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> tuple[list, int, list]:
@@ -161,24 +185,7 @@ def retrieval_rows(
 
     Grouped queries over the (namespace, ts) index, so no injection row leaves the database;
     "used" is an EXISTS in WHERE (a semi-join on PostgreSQL, not a probe per row)."""
-    injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
-    if actor_id is not None:
-        clients = ApiClient.objects.filter(name=actor_id).values("pk")
-        injections = injections.filter(session__client__in=clients)
-    # A session's signals carry its ts, so the same window bounds them: a semi-join reads the
-    # window's signals through the (namespace, ts) index, not every signal of the namespace.
-    signals = _window(
-        SignalRecord.objects.filter(namespace=namespace, signal_type__in=utility.USED_SIGNALS),
-        since,
-        until,
-    )
-    used = injections.filter(
-        Exists(
-            signals.filter(
-                feedback_session_id=OuterRef("session_id"), object_id=OuterRef("object_id")
-            )
-        )
-    )
+    injections, used = _retrieval_sets(namespace, since, until, actor_id)
     per_rank = {
         rank: (n, tokens or 0)
         for rank, n, tokens in injections.values_list("rank_position")
@@ -202,6 +209,49 @@ def retrieval_rows(
     return ranks, sessions, list(hits.order_by())
 
 
+def retrieval_rows_daily(
+    namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
+) -> dict[date, retrieval_quality.DayRows]:
+    """``retrieval_rows`` per UTC day of the window, in four grouped queries whatever its
+    length. A session's injections all carry its ts, so each session falls in exactly one day
+    and the days add up to the window (``retrieval_quality.merge_days``)."""
+    injections, used = _retrieval_sets(namespace, since, until, actor_id)
+    injections = injections.annotate(day=TruncDate("ts"))
+    used = used.annotate(day=TruncDate("ts"))
+    per_rank = {
+        (day, rank): (n, tokens or 0)
+        for day, rank, n, tokens in injections.values_list("day", "rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    used_per_rank = {
+        (day, rank): (n, tokens or 0)
+        for day, rank, n, tokens in used.values_list("day", "rank_position")
+        .annotate(n=Count("*"), tokens=Sum("token_cost"))
+        .order_by()
+    }
+    sessions = dict(
+        injections.values_list("day")
+        .annotate(n=Count("session_id", distinct=True))
+        .values_list("day", "n")
+        .order_by()
+    )
+    days = {
+        day: retrieval_quality.DayRows([], n, []) for day, n in sessions.items() if day is not None
+    }
+    for (day, rank), (n, tokens) in per_rank.items():
+        n_used, used_tokens = used_per_rank.get((day, rank), (0, 0))
+        days[day].ranks.append(retrieval_quality.RankRow(rank, n, n_used, tokens, used_tokens))
+    for day, best in (
+        used.values("day", "session_id")
+        .annotate(best=Min("rank_position"))
+        .values_list("day", "best")
+        .order_by()
+    ):
+        days[day].hits.append(best)
+    return dict(sorted(days.items()))
+
+
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
@@ -211,6 +261,7 @@ def namespace_retrieval_quality(
         "window": {"since": iso(since), "until": iso(until)},
         "actor_id": actor_id,
         **answer,
+        "alerts": metrics.evaluate_retrieval(answer, namespace.alert_thresholds),
     }
 
 
@@ -222,7 +273,8 @@ RETRIEVAL_GAUGE_RANKS = (1, 2, 3, 4, 5)
 def retrieval_quality_gauges():
     """``rms_retrieval_hit_rate``, ``rms_retrieval_mrr`` and ``rms_retrieval_precision_at_rank``
     per namespace over the last 24 h, read when /metrics is scraped; a figure without data is
-    absent rather than 0 (docs/METRICS.md)."""
+    absent rather than 0 (docs/METRICS.md); and ``rms_retrieval_alert_threshold`` of the two
+    that alert (hit rate, precision at rank 1), the window the snapshots alert on."""
     from prometheus_client.core import GaugeMetricFamily
 
     hit_rate = GaugeMetricFamily(
@@ -240,17 +292,24 @@ def retrieval_quality_gauges():
         "Used injections at a rank / injections at that rank, last 24 h.",
         labels=["namespace", "rank"],
     )
+    threshold = GaugeMetricFamily(
+        "rms_retrieval_alert_threshold",
+        "The namespace's alert threshold of a retrieval metric (alert below it).",
+        labels=["namespace", "metric"],
+    )
     since = timezone.now() - RETRIEVAL_GAUGE_WINDOW
     for ns in Namespace.objects.order_by("name"):
         answer = retrieval_quality.evaluate(*retrieval_rows(ns, since))
         if answer["sessions"]:
+            for name, value in metrics.evaluate_retrieval(answer, ns.alert_thresholds).items():
+                threshold.add_metric([ns.name, name], value["threshold"])
             hit_rate.add_metric([ns.name], answer["hit_rate"])
             mrr.add_metric([ns.name], answer["mrr"])
         for rank in RETRIEVAL_GAUGE_RANKS:
             value = answer["precision_at_rank"].get(str(rank))
             if value is not None:
                 precision.add_metric([ns.name, str(rank)], value)
-    return [hit_rate, mrr, precision]
+    return [hit_rate, mrr, precision, threshold]
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------

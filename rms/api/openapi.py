@@ -106,7 +106,13 @@ class NamespaceOut(serializers.Serializer):
     name = serializers.CharField()
     ignore_threshold = serializers.IntegerField()
     relevance_threshold = serializers.FloatField()
-    alert_thresholds = serializers.DictField(child=serializers.FloatField())
+    alert_thresholds = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Alert thresholds over the defaults, by metric: the four SPEC §10 metrics "
+        "(mean_usage_ratio, high_correction_rate, budget_waste_ratio, unused_injection_rate) and "
+        "the retrieval metrics retrieval_hit_rate (default 0.50) and retrieval_precision_at_1 "
+        "(default 0.30), both alerting below their threshold (docs/METRICS.md).",
+    )
     weights = serializers.DictField(child=serializers.FloatField())
     retrieval = serializers.DictField(
         help_text="The retrieval profile's eligibility rules: confidence_floor, conditions."

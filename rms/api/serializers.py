@@ -191,11 +191,15 @@ class ConditionIn(StrictSerializer):
     ts = StrictDateTimeField(required=False)
 
 
+#: The metrics a namespace may set an alert threshold for: feedback.metrics.ALERT_METRIC_NAMES
+#: (pinned equal by a test; rms does not import feedback).
 METRIC_NAMES = (
     "mean_usage_ratio",
     "high_correction_rate",
     "budget_waste_ratio",
     "unused_injection_rate",
+    "retrieval_hit_rate",
+    "retrieval_precision_at_1",
 )
 
 

@@ -96,6 +96,12 @@ class Store(ABC):
         """Whether writes are being sent without waiting (so sending early pays)."""
         return False
 
+    #: Whether a correlated EXISTS should also carry the outer query's window bounds.
+    #: PostgreSQL plans it as a semi-join that reads the bounded index range once; SQLite runs
+    #: it once per outer row, where the bounds steer it to the range index (a scan of the
+    #: window's rows per outer row) instead of the correlated key's own index.
+    bounded_semi_join: bool = True
+
     @abstractmethod
     def newest_per_key(
         self, model, key: str, limits: Mapping[Any, int], value: str, order: tuple[str, str]

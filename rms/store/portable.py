@@ -77,6 +77,8 @@ def _update(model, fields, rows: list[list]) -> None:
 
 
 class PortableStore(Store):
+    # SQLite: correlate on the key alone (see Store.bounded_semi_join).
+    bounded_semi_join = False
     vendor = "portable"
 
     def read(self, selects: Sequence[Select]) -> list[list]:

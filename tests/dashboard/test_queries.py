@@ -20,10 +20,14 @@ pytestmark = pytest.mark.django_db
 #: page → queries: 3 for the login, then the page's own (see each view).
 PAGES = {
     # namespaces, objects and aggregates binned (2), the window's sessions and injections (2),
-    # the snapshot series, the alert history, the open alerts
-    "/": 11,
+    # the snapshot series, the alert history, the open alerts, the retrieval card's per-day
+    # injections, used injections, sessions and best used ranks (4)
+    "/": 15,
     # + the daily snapshot series of the "all" window
-    "/?window=all": 12,
+    "/?window=all": 16,
+    # namespaces, the per-day injections, used injections, sessions and best used ranks
+    "/retrieval/?namespace=support": 8,
+    "/retrieval/?namespace=support&days=90&actor=writer-1": 8,
     # namespaces, count, page, tokens spent of the page
     "/review/?namespace=support": 6,
     "/review/?namespace=support&sort=tokens&dir=desc": 6,
@@ -79,11 +83,12 @@ def test_object_and_session_pages_are_flat(admin, namespaces, django_assert_num_
     small = grow(1)
     big = grow(5)
     # object, trajectory, operations page, relationships, their other objects, the change
-    # events and their webhook deliveries
+    # events and their webhook deliveries, the explanation's operations
     for paths in (small, big):
-        count(django_assert_num_queries, c, paths["object"], 10)
+        count(django_assert_num_queries, c, paths["object"], 11)
+        count(django_assert_num_queries, c, paths["object"] + "?explain=salience_effective", 11)
         # + the state as of T and the version then
-        count(django_assert_num_queries, c, paths["object"] + "?as_of=2026-06-01T02:00", 12)
+        count(django_assert_num_queries, c, paths["object"] + "?as_of=2026-06-01T02:00", 13)
         # session, injections, signals, the changes
         count(django_assert_num_queries, c, paths["session"], 7)
 
@@ -95,6 +100,6 @@ def test_cached_overview_reads_only_what_is_not_cached(
     grow(1)
     c.get("/")
     # login (3), the namespaces, the alert history and the open alerts: health, histograms and
-    # snapshot series are cached.
+    # snapshot series and the retrieval card are cached.
     with django_assert_num_queries(6):
         c.get("/")

@@ -243,6 +243,15 @@ def test_warm_overview_runs_only_while_the_overview_is_watched(
             selectors.namespace_health(namespaces, window)
         for ns in namespaces:
             selectors.histograms(namespaces, ns)
+    # The overview's retrieval card is warmed too, and the warm copy is what a request reads.
+    from django.utils import timezone
+
+    from dashboard.selectors import retrieval
+
+    with django_assert_num_queries(0):
+        for ns in namespaces:
+            trend = retrieval.retrieval_trend(ns, retrieval.OVERVIEW_DAYS, timezone.now())
+            assert trend.days[-1] == timezone.now().date()
 
 
 @pytest.mark.postgres

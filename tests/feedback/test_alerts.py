@@ -58,10 +58,11 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
         ).json()["id"]  # fmt: skip
         _session(client_api, 0, oid, "CORRECTED")
     with time_machine.travel(T0, tick=False):
-        # One session, corrected: corrections 1/1 > 0.10, usage 0/1 < 0.20 (SPEC §10).
+        # One session, corrected: corrections 1/1 > 0.10, usage 0/1 < 0.20 (SPEC §10); its one
+        # injection (rank 1) unused: hit rate 0 < 0.50, precision@1 0 < 0.30 (docs/METRICS.md).
         assert snapshots.take_snapshots() == {
             "snapshots": 1,
-            "alerts_raised": 2,
+            "alerts_raised": 4,
             "alerts_resolved": 0,
         }
         # The same minute again: the snapshot exists, nothing is evaluated twice.
@@ -76,18 +77,27 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
         for n in range(1, 10):
             _session(client_api, n, oid, "CONFIRMED")
     with time_machine.travel(T0 + timedelta(minutes=2), tick=False):
-        # 1 correction in 10 sessions is not > 0.10; usage 9/10: both resolve.
+        # 1 correction in 10 sessions is not > 0.10; usage 9/10; hit rate and precision@1 9/10:
+        # all four resolve.
         assert snapshots.take_snapshots() == {
             "snapshots": 1,
             "alerts_raised": 0,
-            "alerts_resolved": 2,
+            "alerts_resolved": 4,
         }
     with time_machine.travel(T0 + timedelta(minutes=3), tick=False):
         assert snapshots.take_snapshots()["alerts_resolved"] == 0
 
     ns = Namespace.objects.get(name="support")
     alerts = {a.metric: a for a in Alert.objects.all()}
-    assert set(alerts) == {metrics.HIGH_CORRECTION_RATE, metrics.MEAN_USAGE_RATIO}
+    assert set(alerts) == {
+        metrics.HIGH_CORRECTION_RATE,
+        metrics.MEAN_USAGE_RATIO,
+        metrics.RETRIEVAL_HIT_RATE,
+        metrics.RETRIEVAL_PRECISION_AT_1,
+    }
+    hit = alerts[metrics.RETRIEVAL_HIT_RATE]
+    assert (hit.state, hit.value, hit.threshold) == ("resolved", 0.0, 0.50)
+    assert hit.resolved_value == pytest.approx(0.9)
     corr = alerts[metrics.HIGH_CORRECTION_RATE]
     assert (corr.state, corr.value, corr.threshold) == ("resolved", 1.0, 0.10)
     assert (corr.raised_at, corr.resolved_at) == (T0, T0 + timedelta(minutes=2))
@@ -98,7 +108,7 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
     }
 
     ops = list(Operation.objects.filter(target_id=ns.uid).order_by("seq"))
-    assert [op.op_type for op in ops] == ["ALERT_RAISED"] * 2 + ["ALERT_RESOLVED"] * 2
+    assert [op.op_type for op in ops] == ["ALERT_RAISED"] * 4 + ["ALERT_RESOLVED"] * 4
     assert {op.target_type for op in ops} == {"namespace"}
     assert ops[0].payload["alert_id"] == str(alerts[ops[0].payload["metric"]].pk)
     ns.refresh_from_db()
@@ -124,7 +134,7 @@ def test_snapshots_raise_and_resolve_each_crossing_once(client_api, operator_api
     assert [a["id"] for a in only] == [item["id"]]
     assert item["raised_at"].startswith("2026-06-01T12:00:00")
     assert operator_api.get("/api/v1/alerts", {"state": "open"}).json()["results"] == []
-    assert len(client_api.get("/api/v1/alerts").json()["results"]) == 2
+    assert len(client_api.get("/api/v1/alerts").json()["results"]) == 4
 
 
 @pytest.mark.django_db
@@ -199,7 +209,8 @@ def test_a_snapshot_counts_the_sessions_posted_in_its_own_minute(client_api, ope
     """Three sessions each injecting one object that goes unused, then the operator's
     metric_snapshot task a few seconds later, in the same minute: unused injections 3/3 > 0.60
     and usage 0/1 < 0.20 both open an alert (SPEC §10; API.md "Alerts": the snapshot evaluates
-    the metrics as ``/metrics?since=<now − 24 h>`` does, and that window ends now)."""
+    the metrics as ``/metrics?since=<now − 24 h>`` does, and that window ends now), and so do
+    the retrieval hit rate and precision@1, both 0 (docs/METRICS.md)."""
     with time_machine.travel(T0 + timedelta(seconds=10), tick=False):
         oid = client_api.post(
             "/api/v1/objects",
@@ -223,12 +234,17 @@ def test_a_snapshot_counts_the_sessions_posted_in_its_own_minute(client_api, ope
         assert r.status_code == 202, r.content
         assert tasks.run_task.run(r.json()["id"]) == "succeeded"
         assert operator_api.get("/api/v1/tasks/" + r.json()["id"]).json()["result"] == {
-            "snapshots": 1, "alerts_raised": 2, "alerts_resolved": 0,
+            "snapshots": 1, "alerts_raised": 4, "alerts_resolved": 0,
         }  # fmt: skip
         live = operator_api.get("/api/v1/metrics", {"namespace": "support"}).json()["metrics"]
     body = operator_api.get("/api/v1/alerts", {"namespace": "support", "state": "open"}).json()
     opened = {a["metric"]: a for a in body["results"]}
-    assert set(opened) == {metrics.UNUSED_INJECTION_RATE, metrics.MEAN_USAGE_RATIO}
+    assert set(opened) == {
+        metrics.UNUSED_INJECTION_RATE,
+        metrics.MEAN_USAGE_RATIO,
+        metrics.RETRIEVAL_HIT_RATE,
+        metrics.RETRIEVAL_PRECISION_AT_1,
+    }
     assert opened[metrics.UNUSED_INJECTION_RATE]["value"] == 1.0
     assert opened[metrics.MEAN_USAGE_RATIO]["value"] == 0.0
     # what the snapshot saw is what /metrics shows for the same sessions

@@ -1,0 +1,119 @@
+"""The dashboard's retrieval trends on PostgreSQL: the per-day form
+(``feedback.selectors.retrieval_rows_daily`` + the pure evaluation) over the last 7, 14, 30 and
+90 days, and the pages that read it — ``/retrieval/`` and the overview — cold (cache cleared)
+and warm, through Django's test client.
+
+Data as ``bench_explain``'s retrieval part (bulk-inserted sessions one minute apart, ``--per-
+session`` ranked injections each, used signals on a third): in a fresh ``rms_bench_trend``
+database, dropped at the end. "Now" is the last session's time.
+
+    .venv/bin/python bench/bench_retrieval_trend.py [--objects 100000] [--sessions 100000]
+        [--per-session 10] [--repeat 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_explain  # noqa: E402
+import common  # noqa: E402
+
+DB = "rms_bench_trend"
+
+
+def run(args) -> None:
+    print(f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    common.setup_database(DB)
+    common.django_setup(DB)
+    import time_machine
+    from django.contrib.auth import get_user_model
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test import Client
+
+    from feedback import retrieval_quality
+    from feedback.selectors import retrieval_rows_daily
+    from rms.models import ApiClient, Namespace
+
+    rng = random.Random(args.seed)
+    ns = Namespace.objects.create(name=common.BENCH_NAMESPACE)
+    user = get_user_model().objects.create(username="bench")
+    client = ApiClient.objects.create(user=user, name="bench", role="admin", token_hash="-")
+    t0 = time.perf_counter()
+    n_inj = bench_explain.build_injections(client, ns, args, rng)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    print(f"# {args.objects} objects, {n_inj} injections in {time.perf_counter() - t0:.1f} s")
+    now = bench_explain.EPOCH + timedelta(minutes=args.sessions)
+    rows = []
+    from feedback.selectors import retrieval_rows
+
+    def window_form():
+        retrieval_quality.evaluate(*retrieval_rows(ns, now - timedelta(days=7), now))
+
+    cold, p, c = bench_explain.timed(window_form, args.repeat)
+    rows.append(["one-window form (the API's), last 7 days", cold, p[50], p[95], c[50], c[95]])
+    for days in (7, 14, 30, 90):
+        since = now - timedelta(days=days)
+
+        def daily(since=since):
+            retrieval_quality.evaluate_daily(retrieval_rows_daily(ns, since, now))
+
+        cold, p, c = bench_explain.timed(daily, args.repeat)
+        rows.append([f"per-day form, last {days} days", cold, p[50], p[95], c[50], c[95]])
+    http = Client()
+    http.force_login(user)
+    with time_machine.travel(now, tick=False):
+        for label, path in (
+            ("/retrieval/ (14 days), cache cleared", f"/retrieval/?namespace={ns.name}"),
+            ("overview (7-day card), cache cleared", f"/?namespace={ns.name}"),
+        ):
+
+            def page(path=path):
+                cache.clear()
+                resp = http.get(path)
+                assert resp.status_code == 200, resp.content[:300]
+
+            cold, p, c = bench_explain.timed(page, args.repeat)
+            rows.append([label, cold, p[50], p[95], c[50], c[95]])
+
+        def warm():
+            resp = http.get(f"/?namespace={ns.name}")
+            assert resp.status_code == 200
+
+        cold, p, c = bench_explain.timed(warm, args.repeat)
+        rows.append(["overview, cached", cold, p[50], p[95], c[50], c[95]])
+    common.print_table(
+        ["operation", "cold ms", "p50 ms", "p95 ms", "CPU p50", "CPU p95"],
+        [[r[0], *(f"{v:.1f}" for v in r[1:])] for r in rows],
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=100_000)
+    parser.add_argument("--per-session", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    common.stop_on_sigterm()
+    try:
+        run(args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        common.drop_database(DB)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
