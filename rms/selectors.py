@@ -8,14 +8,15 @@ one that does not exist (404), except where the caller names a namespace it may 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from rms import explain, oplog, policy, replay, store
+from rms import archive_verify, explain, oplog, policy, replay, store
 from rms.errors import DomainError, Forbidden, NotFound
-from rms.models import ApiClient, MemoryObject, Namespace, Operation
+from rms.models import ApiClient, ChainCheckpoint, MemoryObject, Namespace, Operation
 
 # --- namespaces -----------------------------------------------------------------------------------
 
@@ -115,11 +116,40 @@ def object_list(
 
 def object_state_as_of(obj: MemoryObject, as_of: datetime) -> tuple[Operation, int]:
     """The last operation with ts ≤ ``as_of`` that carries the object's state, and the object's
-    version then; 404 when the object did not exist at that time."""
+    version then; 404 when the object did not exist at that time. Before the retention cut
+    (``ChainCheckpoint``) the answer comes from the archive; 410 when the archive is gone."""
     op = oplog.state_as_of(obj.pk, as_of)
+    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
+    if cp is not None and (op is None or op.ts <= cp.ts):
+        return _archived_state_as_of(obj, cp, as_of)
     if op is None:
         raise NotFound("The object did not exist at that time.")
     return op, oplog.version_as_of(obj.pk, as_of, op)
+
+
+def _archived_state_as_of(obj: MemoryObject, cp: ChainCheckpoint, as_of: datetime):
+    after_cut = Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
+    if as_of >= cp.ts and cp.fold is not None:  # the state at the cut, no archive read needed
+        fold = cp.fold
+        return _archived_op(obj, fold["state_op"], fold["state"]), fold["version"] + after_cut
+    try:
+        rows = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
+    except archive_verify.Gone as exc:
+        raise DomainError("archived", f"{exc} That time is before the retention cut.", 410) from exc
+    stated = [i for i, row in enumerate(rows) if row["state"] is not None]
+    if not stated:
+        raise NotFound("The object did not exist at that time.")
+    last = rows[stated[-1]]
+    op = _archived_op(obj, last, last["state"])
+    return op, last["state"]["version"] + len(rows) - 1 - stated[-1] + after_cut
+
+
+def _archived_op(obj: MemoryObject, row: dict, state: dict) -> Operation:
+    """An archived operation as an unsaved row, for the ``state?as_of`` answer."""
+    ts = datetime.fromisoformat(row["ts"])
+    return Operation(
+        seq=row["seq"], id=row["id"], op_type=row["op_type"], ts=ts, target_id=obj.pk, state=state
+    )
 
 
 def operations_page(
@@ -165,7 +195,7 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
         .order_by("ts", "seq")
         .values_list(*_OP_FIELDS)
     )
-    ops = (
+    ops: Iterable[replay.OpRecord] = (
         replay.OpRecord(
             seq=seq,
             op_type=op_type,
@@ -178,6 +208,22 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
         )
         for op_id, seq, op_type, ts, actor_id, actor_type, session_id, payload in rows
     )
+    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
+    if cp is not None:  # the chain's start is archived: the fold starts there
+        try:
+            archived = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
+        except archive_verify.Gone as exc:
+            raise DomainError("archived", f"{exc} The explanation needs it.", 410) from exc
+        archived = [
+            row
+            for row in archived
+            if row["op_type"] in explain.STATE_OP_TYPES
+            or (
+                row["op_type"] == "FEEDBACK_EVENT"
+                and row["payload"].get("effect") == policy.EFFECT_REJECTED
+            )
+        ]
+        ops = itertools.chain((archive_verify.record(row) for row in archived), ops)
     try:
         answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
     except explain.NotYetCreated:
