@@ -119,8 +119,9 @@ def object_state_as_of(obj: MemoryObject, as_of: datetime) -> tuple[Operation, i
     version then; 404 when the object did not exist at that time. Before the retention cut
     (``ChainCheckpoint``) the answer comes from the archive; 410 when the archive is gone."""
     op = oplog.state_as_of(obj.pk, as_of)
-    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
-    if cp is not None and (op is None or op.ts <= cp.ts):
+    # every operation left is after the cut: only an answer not found may lie in the archive
+    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first() if op is None else None
+    if cp is not None:
         return _archived_state_as_of(obj, cp, as_of)
     if op is None:
         raise NotFound("The object did not exist at that time.")
@@ -195,21 +196,14 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
         .order_by("ts", "seq")
         .values_list(*_OP_FIELDS)
     )
-    ops: Iterable[replay.OpRecord] = (
-        replay.OpRecord(
-            seq=seq,
-            op_type=op_type,
-            ts=ts,
-            actor_id=actor_id,
-            actor_type=actor_type,
-            session_id=session_id,
-            payload=payload,
-            id=str(op_id),
-        )
-        for op_id, seq, op_type, ts, actor_id, actor_type, session_id, payload in rows
-    )
-    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
-    if cp is not None:  # the chain's start is archived: the fold starts there
+    try:
+        answer = explain.explain(_records(rows), created_at=obj.created_at, as_of=as_of)
+    except explain.NotYetCreated:
+        # not created yet, or its creation is archived (a checkpoint): then the fold starts
+        # from the archived operations
+        cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
+        if cp is None:
+            return None
         try:
             archived = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
         except archive_verify.Gone as exc:
@@ -223,9 +217,25 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
                 and row["payload"].get("effect") == policy.EFFECT_REJECTED
             )
         ]
-        ops = itertools.chain((archive_verify.record(row) for row in archived), ops)
-    try:
-        answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
-    except explain.NotYetCreated:
-        return None
+        ops = itertools.chain((archive_verify.record(row) for row in archived), _records(rows))
+        try:
+            answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
+        except explain.NotYetCreated:
+            return None
     return {"id": str(obj.pk), "namespace": obj.namespace.name, **answer}
+
+
+def _records(rows) -> Iterable[replay.OpRecord]:
+    return (
+        replay.OpRecord(
+            seq=seq,
+            op_type=op_type,
+            ts=ts,
+            actor_id=actor_id,
+            actor_type=actor_type,
+            session_id=session_id,
+            payload=payload,
+            id=str(op_id),
+        )
+        for op_id, seq, op_type, ts, actor_id, actor_type, session_id, payload in rows
+    )
