@@ -110,6 +110,7 @@ def demo_pages() -> dict[str, str]:
         "simulations": "/simulations/?" + "&".join(f"run={r.pk}" for r in runs),
         "evidence": "/evidence/?namespace=support",
         "webhooks": "/webhooks/",
+        "retention": "/retention/",
     }
     missing = [name for name, path in pages.items() if path is None]
     if missing:

@@ -4,6 +4,7 @@ from dashboard.views import (
     evidence,
     objects,
     overview,
+    retention,
     review,
     sessions,
     simulations,
@@ -29,4 +30,6 @@ urlpatterns = [
     path("evidence/", evidence.evidence, name="evidence"),
     path("webhooks/", webhooks.webhooks, name="webhooks"),
     path("webhooks/action/", webhooks.webhook_action, name="webhook-action"),
+    path("retention/", retention.retention, name="retention"),
+    path("retention/set/", retention.retention_set, name="retention-set"),
 ]
