@@ -63,6 +63,22 @@ def grow(port: int, token: str, ids: list[str], sessions: int, days: int) -> Non
     api.close()
 
 
+def create_objects(api: common.Api, n: int, days: int) -> list[str]:
+    """Objects created ``days`` ago, before every session (a chain's times never go back)."""
+    ts = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    ids: list[str] = []
+    for start in range(0, n, 1000):
+        body = [
+            {"namespace": common.BENCH_NAMESPACE, "content": f"fact {i}",
+             "epistemic_type": "ASSERTED", "ts": ts}
+            for i in range(start, min(n, start + 1000))
+        ]  # fmt: skip
+        status, out = api.request("POST", "/api/v1/objects", body)
+        assert status == 201, (status, out)
+        ids += [o["id"] for o in out]
+    return ids
+
+
 def db_size() -> int:
     vacuum("VACUUM FULL")
     return common.sql("SELECT pg_database_size(current_database())", db=DB)[0][0]
@@ -81,7 +97,7 @@ def main() -> None:
         token = common.create_api_client("bench-retention", db=DB)
         with common.Server(db=DB, workers=2, threads=4) as server:
             api = common.Api(server.port, token, timeout=120)
-            ids = bench_ingest.create_objects(api, args.objects)
+            ids = create_objects(api, args.objects, args.days + 1)
             api.close()
             grow(server.port, token, ids, args.ops // OPS_PER_SESSION, args.days)
         size_before = db_size()
