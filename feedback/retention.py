@@ -24,13 +24,14 @@ the objects with a checkpoint alone (their log no longer starts at creation).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
@@ -44,8 +45,6 @@ from rms.replay import iso
 BATCH = 20_000
 #: Rows per DELETE statement.
 DELETE_CHUNK = 2000
-#: Chains per DELETE of operations (each chain's archived prefix: target and seq ≤ its cut).
-CHAINS_PER_DELETE = 200
 TARGETS = (oplog.TARGET_OBJECT, oplog.TARGET_SESSION)
 OP_COLUMNS = (
     "seq", "id", "ts", "op_type", "target_type", "target_id", "namespace", "actor_id",
@@ -83,15 +82,16 @@ def run_namespace(ns: Namespace, now: datetime | None = None, *, batch: int = BA
     archive = archive_for(ns.name)
     manifest = archive.manifest()
     if manifest["batches"]:  # a pass killed between its manifest and its delete: finish it
-        _apply(manifest["batches"][-1])
+        last = manifest["batches"][-1]
+        _apply(last, chains_of(archive, last), seqs_of(archive, last))
     while True:
         ops = _select(ns.name, cut, batch)
         if not ops:
             break
-        entry = _write_batch(archive, manifest, ops, cut)
+        entry, chains = _write_batch(archive, manifest, ops, cut)
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
-        _apply(entry)
+        _apply(entry, chains, [op[0] for op in ops])
         result["batches"] += 1
         result["operations"] += len(ops)
         result["sessions"] += len(entry["sessions"])
@@ -182,7 +182,19 @@ def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
     return {**replay.fold_to_json(fold), "state_op": state_op}
 
 
-def _write_batch(archive: Archive, manifest: dict, ops: list[tuple], cut: datetime) -> dict:
+def chains_of(archive: Archive, entry: dict) -> dict:
+    """A batch's chain checkpoints, from its own JSON file (the manifest stays small)."""
+    return json.loads(archive.read_bytes(entry["chains_file"]["name"]))
+
+
+def seqs_of(archive: Archive, entry: dict) -> list[int]:
+    """The ``seq`` of every operation of a batch, from its Parquet file."""
+    return archive.read_column(entry["files"]["operations"]["name"], "seq")
+
+
+def _write_batch(
+    archive: Archive, manifest: dict, ops: list[tuple], cut: datetime
+) -> tuple[dict, dict]:
     number = len(manifest["batches"]) + 1
     prefix = f"{number:06d}"
     sessions = sorted({str(op[5]) for op in ops if op[4] == oplog.TARGET_SESSION})
@@ -199,21 +211,26 @@ def _write_batch(archive: Archive, manifest: dict, ops: list[tuple], cut: dateti
             files[name] = archive.write_table(f"{prefix}-{name}.parquet", cols)
     for name, meta in files.items():
         meta["name"] = f"{prefix}-{name}.parquet"
-    return {
+    chains = _chains(ops, archive.namespace)
+    data = json.dumps(chains, sort_keys=True).encode()
+    chains_file = {"name": f"{prefix}-chains.json", "bytes": len(data), "rows": len(chains),
+                   "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    archive.write_bytes(chains_file["name"], data)
+    entry = {
         "number": number,
         "namespace": archive.namespace,
         "cut": iso(cut),
         "written_at": iso(timezone.now()),
         "files": files,
-        "chains": _chains(ops, archive.namespace),
+        "chains_file": chains_file,
         "sessions": sessions,
     }
+    return entry, chains
 
 
-def _apply(entry: dict) -> None:
-    """Store the batch's checkpoints and delete its rows, in one transaction. Idempotent: rows
-    already gone delete nothing, and a checkpoint never moves back."""
-    chains = entry["chains"]
+def _apply(entry: dict, chains: dict, seqs: list[int]) -> None:
+    """Store the batch's checkpoints and delete its rows (``seqs``: its operations), in one
+    transaction. Idempotent: rows already gone delete nothing, a checkpoint never moves back."""
     objects = {tid: c for tid, c in chains.items() if c["type"] == oplog.TARGET_OBJECT}
     with transaction.atomic():
         live = {
@@ -234,12 +251,10 @@ def _apply(entry: dict) -> None:
             else:
                 new.append(cp)
         ChainCheckpoint.objects.bulk_create(new)
-        items = list(chains.items())
-        for start in range(0, len(items), CHAINS_PER_DELETE):
-            match = Q()
-            for tid, c in items[start : start + CHAINS_PER_DELETE]:
-                match |= Q(target_id=tid, seq__lte=c["seq"])
-            Operation.objects.filter(match)._raw_delete("default")
+        for start in range(0, len(seqs), DELETE_CHUNK):
+            Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete(
+                "default"
+            )
         sessions = entry["sessions"]
         for start in range(0, len(sessions), DELETE_CHUNK):
             part = sessions[start : start + DELETE_CHUNK]

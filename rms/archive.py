@@ -67,7 +67,11 @@ class Archive:
     def size(self) -> int:
         """Bytes of every file the manifest names (0 without a manifest)."""
         manifest = self.manifest()
-        return sum(f["bytes"] for b in manifest["batches"] for f in b["files"].values())
+        return sum(
+            f["bytes"]
+            for b in manifest["batches"]
+            for f in [*b["files"].values(), b["chains_file"]]
+        )
 
     # --- manifest ------------------------------------------------------------------------------
 
@@ -89,6 +93,10 @@ class Archive:
         data = buf.getvalue()
         self.write_bytes(name, data)
         return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "rows": len(table)}
+
+    def read_column(self, name: str, column: str) -> list:
+        data = self.read_bytes(name)
+        return pq.read_table(io.BytesIO(data), columns=[column]).column(column).to_pylist()
 
     def read_table(self, name: str, *, filters=None) -> list[dict]:
         data = self.read_bytes(name)

@@ -107,10 +107,20 @@ def _verify_namespace(arc: Archive, result: dict, add) -> None:
                 ops_file = meta["name"]
         if ops_file is None:
             continue
+        try:
+            raw = arc.read_bytes(batch["chains_file"]["name"])
+        except ArchiveMissing as exc:
+            add({"namespace": ns, "file": batch["chains_file"]["name"], "reason": str(exc)})
+            continue
+        result["checked"] += 1
+        if hashlib.sha256(raw).hexdigest() != batch["chains_file"]["sha256"]:
+            add({"namespace": ns, "file": batch["chains_file"]["name"], "reason": "sha256 differs"})
+            continue
+        chains = json.loads(raw)
         by_chain: dict[str, list[dict]] = defaultdict(list)
         for row in arc.read_table(ops_file):
             by_chain[row["target_id"]].append(op_from_row(row))
-        for tid, entry in batch["chains"].items():
+        for tid, entry in chains.items():
             ops = sorted(by_chain.pop(tid, []), key=lambda op: op["seq"])
             result["operations"] += len(ops)
             where = {"namespace": ns, "file": ops_file, "target_id": tid}
@@ -197,11 +207,10 @@ def archived_ops(namespace: str, target_id, as_of: datetime | None = None) -> li
             raise Gone(f"The archive of namespace {namespace!r} is not available.")
         ops: list[dict] = []
         for batch in manifest["batches"]:
-            if tid in batch["chains"]:
-                rows = arc.read_table(
-                    batch["files"]["operations"]["name"], filters=[("target_id", "=", tid)]
-                )
-                ops.extend(op_from_row(row) for row in rows)
+            rows = arc.read_table(
+                batch["files"]["operations"]["name"], filters=[("target_id", "=", tid)]
+            )
+            ops.extend(op_from_row(row) for row in rows)
     except ArchiveMissing as exc:
         raise Gone(f"The archive of namespace {namespace!r} is not available: {exc}.") from exc
     ops.sort(key=lambda op: op["seq"])

@@ -25,8 +25,8 @@ def _row(ns) -> dict:
         row["error"] = str(exc)
         return row
     row["batches"] = len(manifest["batches"])
-    row["files"] = sum(len(b["files"]) for b in manifest["batches"])
-    row["size"] = sum(f["bytes"] for b in manifest["batches"] for f in b["files"].values())
+    row["files"] = sum(len(b["files"]) + 1 for b in manifest["batches"])
+    row["size"] = archive(ns.name).size()
     row["operations"] = sum(b["files"]["operations"]["rows"] for b in manifest["batches"])
     row["last_pass"] = manifest.get("last_pass")
     return row

@@ -204,11 +204,11 @@ KILLER = textwrap.dedent(
     from rms.models import Namespace
     calls = []
     apply = retention._apply
-    def killed_after_manifest(entry):
+    def killed_after_manifest(entry, *rest):
         calls.append(entry)
         if len(calls) == 2:  # the second batch's files and manifest are written, nothing deleted
             os.kill(os.getpid(), signal.SIGKILL)
-        apply(entry)
+        apply(entry, *rest)
     retention._apply = killed_after_manifest
     retention.run_namespace(
         Namespace.objects.get(name="support"), datetime.fromisoformat(sys.argv[1]), batch=60
