@@ -116,6 +116,7 @@ def demo_pages() -> dict[str, str]:
         "alerts": "/alerts/",
         "suppressed": "/suppressed/?namespace=support",
         "erasures": "/erasures/",
+        "retention": "/retention/",
     }
     missing = [name for name, path in pages.items() if path is None]
     if missing:

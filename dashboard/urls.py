@@ -7,6 +7,7 @@ from dashboard.views import (
     evidence,
     objects,
     overview,
+    retention,
     retrieval,
     review,
     sessions,
@@ -41,4 +42,6 @@ urlpatterns = [
     path("webhooks/action/", webhooks.webhook_action, name="webhook-action"),
     path("erasures/", erasures.erasures, name="erasures"),
     path("erasures/request/", erasures.erasure_request, name="erasure-request"),
+    path("retention/", retention.retention, name="retention"),
+    path("retention/set/", retention.retention_set, name="retention-set"),
 ]

@@ -28,7 +28,7 @@ from django.db.models.fields.json import KT
 from feedback import aggregates
 from feedback.models import FeedbackAggregate
 from rms import policy, store
-from rms.models import MemoryObject, Operation
+from rms.models import ChainCheckpoint, MemoryObject, Operation
 
 CHUNK = 5000
 #: Operations folded between two progress reports.
@@ -121,10 +121,17 @@ def rebuild_objects(object_ids, namespace=None) -> dict:
     ``objects`` counts the objects with aggregate-moving operations. Idempotent."""
     with transaction.atomic():
         locked = store.get().lock_objects(object_ids)
+        # An object whose log's start is archived (a retention checkpoint) keeps its stored
+        # aggregate: the remaining log alone would fold to less than its lifetime values.
+        archived = set(
+            ChainCheckpoint.objects.filter(target_id__in=list(locked)).values_list(
+                "target_id", flat=True
+            )
+        )
         ns_of = {
             pk: obj.namespace_id
             for pk, obj in locked.items()
-            if namespace is None or obj.namespace_id == namespace.pk
+            if (namespace is None or obj.namespace_id == namespace.pk) and pk not in archived
         }
         if not ns_of:
             return {"objects": 0, "changed": 0}

@@ -48,6 +48,9 @@ class Namespace(models.Model):
     uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
     last_op_ts = models.DateTimeField(null=True, blank=True)
+    # Operations, sessions and injections older than this many days are moved to the archive
+    # by the retention pass (``feedback.retention``); None keeps them forever.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -237,6 +240,25 @@ class Operation(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.op_type} {self.target_id}"
+
+
+class ChainCheckpoint(models.Model):
+    """Where a chain's archived prefix ends (the retention pass, ``feedback.retention``): the
+    hash and ``seq`` of its last archived operation, so ``verify_chain`` starts there; for an
+    object, also the replay fold at the cut (state snapshot, version, session tallies), so
+    ``verify_replay`` and ``as_of`` continue from it. The archive's manifest holds the same."""
+
+    target_id = models.UUIDField(primary_key=True)
+    target_type = models.CharField(max_length=32)
+    namespace = models.CharField(max_length=100)
+    seq = models.BigIntegerField()
+    hash = models.CharField(max_length=64)
+    ts = models.DateTimeField()
+    operations = models.PositiveBigIntegerField(default=0)
+    fold = models.JSONField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"checkpoint of {self.target_id} at #{self.seq}"
 
 
 class IdempotencyRecord(models.Model):

@@ -205,3 +205,27 @@ def verify(ops: Iterable[OpRecord]) -> tuple[int, list[dict]]:
                 diff = sorted(k for k in expected if expected[k] != s.op.state.get(k))
                 mismatches.append({"seq": s.op.seq, "op_type": s.op.op_type, "fields": diff})
     return checked, mismatches
+
+
+def fold_to_json(fold: Fold) -> dict | None:
+    """A fold as JSON (a retention checkpoint's, ``rms.models.ChainCheckpoint``): its state,
+    version and session tallies; None before OBJECT_CREATED. Floats survive JSON exactly."""
+    if fold.state is None:
+        return None
+    tallies = {
+        sid: {"gamma_total": t.gamma_total, "repeats": dict(t.repeats)}
+        for sid, t in fold.tallies.items()
+    }
+    state = snapshot(fold.state, fold.version)
+    return {"state": state, "version": fold.version, "tallies": tallies}
+
+
+def fold_from_json(data: dict | None) -> Fold:
+    """The fold a checkpoint stored (an empty fold for None): replay continues from it."""
+    if not data:
+        return Fold()
+    tallies = {
+        sid: policy.SessionTally(gamma_total=t["gamma_total"], repeats=dict(t["repeats"]))
+        for sid, t in data["tallies"].items()
+    }
+    return Fold(state_from_snapshot(data["state"]), data["version"], tallies)

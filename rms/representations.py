@@ -24,6 +24,7 @@ def namespace_out(ns: Namespace) -> dict:
         "alert_thresholds": ns.alert_thresholds,
         "weights": ns.weights,
         "retrieval": ns.retrieval,
+        "retention_days": ns.retention_days,
         "created_at": iso(ns.created_at),
     }
 

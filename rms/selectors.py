@@ -8,6 +8,7 @@ one that does not exist (404), except where the caller names a namespace it may 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from datetime import datetime
@@ -15,9 +16,9 @@ from datetime import datetime
 from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from rms import explain, extensions, object_query, oplog, policy, replay, store
+from rms import archive_verify, explain, extensions, object_query, oplog, policy, replay, store
 from rms.errors import DomainError, Forbidden, NotFound
-from rms.models import ApiClient, MemoryObject, Namespace, Operation
+from rms.models import ApiClient, ChainCheckpoint, MemoryObject, Namespace, Operation
 
 # --- namespaces -----------------------------------------------------------------------------------
 
@@ -160,11 +161,41 @@ def ordered(qs: QuerySet, query: object_query.ObjectQuery) -> QuerySet:
 
 def object_state_as_of(obj: MemoryObject, as_of: datetime) -> tuple[Operation, int]:
     """The last operation with ts ≤ ``as_of`` that carries the object's state, and the object's
-    version then; 404 when the object did not exist at that time."""
+    version then; 404 when the object did not exist at that time. Before the retention cut
+    (``ChainCheckpoint``) the answer comes from the archive; 410 when the archive is gone."""
     op = oplog.state_as_of(obj.pk, as_of)
+    # every operation left is after the cut: only an answer not found may lie in the archive
+    cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first() if op is None else None
+    if cp is not None:
+        return _archived_state_as_of(obj, cp, as_of)
     if op is None:
         raise NotFound("The object did not exist at that time.")
     return op, oplog.version_as_of(obj.pk, as_of, op)
+
+
+def _archived_state_as_of(obj: MemoryObject, cp: ChainCheckpoint, as_of: datetime):
+    after_cut = Operation.objects.filter(target_id=obj.pk, ts__lte=as_of).count()
+    if as_of >= cp.ts and cp.fold is not None:  # the state at the cut, no archive read needed
+        fold = cp.fold
+        return _archived_op(obj, fold["state_op"], fold["state"]), fold["version"] + after_cut
+    try:
+        rows = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
+    except archive_verify.Gone as exc:
+        raise DomainError("archived", f"{exc} That time is before the retention cut.", 410) from exc
+    stated = [i for i, row in enumerate(rows) if row["state"] is not None]
+    if not stated:
+        raise NotFound("The object did not exist at that time.")
+    last = rows[stated[-1]]
+    op = _archived_op(obj, last, last["state"])
+    return op, last["state"]["version"] + len(rows) - 1 - stated[-1] + after_cut
+
+
+def _archived_op(obj: MemoryObject, row: dict, state: dict) -> Operation:
+    """An archived operation as an unsaved row, for the ``state?as_of`` answer."""
+    ts = datetime.fromisoformat(row["ts"])
+    return Operation(
+        seq=row["seq"], id=row["id"], op_type=row["op_type"], ts=ts, target_id=obj.pk, state=state
+    )
 
 
 def operations_page(
@@ -215,9 +246,31 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
         .values_list(*_CHAIN_FIELDS, "payload_text", named=True)
     )
     payloads = json.loads("[" + ",".join(row.payload_text for row in rows) + "]")
-    ops = map(replay.OpRecord.from_row, rows, payloads)
+    records = list(map(replay.OpRecord.from_row, rows, payloads))
     try:
-        answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
+        answer = explain.explain(records, created_at=obj.created_at, as_of=as_of)
     except explain.NotYetCreated:
-        return None
+        # not created yet, or its creation is archived (a checkpoint): then the fold starts
+        # from the archived operations
+        cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
+        if cp is None:
+            return None
+        try:
+            archived = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
+        except archive_verify.Gone as exc:
+            raise DomainError("archived", f"{exc} The explanation needs it.", 410) from exc
+        archived = [
+            row
+            for row in archived
+            if row["op_type"] in explain.STATE_OP_TYPES
+            or (
+                row["op_type"] == "FEEDBACK_EVENT"
+                and row["payload"].get("effect") == policy.EFFECT_REJECTED
+            )
+        ]
+        ops = itertools.chain((archive_verify.record(row) for row in archived), records)
+        try:
+            answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
+        except explain.NotYetCreated:
+            return None
     return {"id": str(obj.pk), "namespace": obj.namespace.name, **answer}

@@ -487,6 +487,11 @@ RMS_OTLP_MAX_SPANS = _seconds("RMS_OTLP_MAX_SPANS", 10_000)  # spans in one expo
 # The largest export body once decompressed (a gzip body is inflated with this cap).
 RMS_OTLP_MAX_BYTES = _seconds("RMS_OTLP_MAX_BYTES", 16 * 1024 * 1024)
 
+# The retention pass (feedback.retention) every RMS_RETENTION_EVERY s, into RMS_ARCHIVE_URL: a
+# folder, or any fsspec URL when fsspec is installed.
+RMS_RETENTION_EVERY = _seconds("RMS_RETENTION_EVERY", 3600)
+RMS_ARCHIVE_URL = env.str("RMS_ARCHIVE_URL", default=str(VAR_DIR / "archive"))
+
 # A beat message not started within its interval is dropped (the next one does the same work),
 # so a worker back from an outage does not run a backlog of identical sweeps.
 CELERY_BEAT_SCHEDULE: dict = {
@@ -504,6 +509,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "delivery.tasks.dispatch_webhooks",
         "schedule": RMS_WEBHOOK_DISPATCH_EVERY,
         "options": {"expires": RMS_WEBHOOK_DISPATCH_EVERY},
+    },
+    "retention-pass": {
+        "task": "feedback.tasks.retention_pass",
+        "schedule": RMS_RETENTION_EVERY,
+        "options": {"expires": RMS_RETENTION_EVERY},
     },
     "task-reconcile": {
         "task": "feedback.tasks.reconcile_task_runs",

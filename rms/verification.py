@@ -15,7 +15,14 @@ from django.conf import settings
 
 from rms import replay
 from rms.edges import verify_edge_replay
-from rms.models import GENESIS_HASH, MemoryObject, Namespace, Operation, Relationship
+from rms.models import (
+    GENESIS_HASH,
+    ChainCheckpoint,
+    MemoryObject,
+    Namespace,
+    Operation,
+    Relationship,
+)
 from rms.oplog import TARGET_NAMESPACE, hash_row, row_for_hash
 from rms.redaction import ERASURE_OP, LazyRegistry, Registry, receipt_ok
 
@@ -31,6 +38,21 @@ def chain_ops(target_id) -> Iterator[Operation]:
     return Operation.objects.filter(target_id=target_id).order_by("ts", "seq").iterator(BATCH)
 
 
+# --- retention checkpoints (an archived prefix: ``feedback.retention``) --------------------------
+
+
+def checkpoints(target_ids: list) -> dict[Any, dict]:
+    """The checkpoints of these targets that have one: target id → {"hash", "seq", "fold"}."""
+    rows = ChainCheckpoint.objects.filter(target_id__in=target_ids)
+    return {tid: {"hash": h, "seq": seq, "fold": fold} for tid, h, seq, fold in
+            rows.values_list("target_id", "hash", "seq", "fold")}  # fmt: skip
+
+
+def _seed(seeds: dict, target_id) -> dict | None:
+    cp = seeds.get(target_id)
+    return cp["fold"] if cp else None
+
+
 def first_break(ops: Iterable[Operation], head_hash: str) -> dict | None:
     """The first broken link of one target's chain, or None when the chain is intact.
 
@@ -42,12 +64,14 @@ def first_break(ops: Iterable[Operation], head_hash: str) -> dict | None:
 
 
 def verify_object_chain(obj: MemoryObject) -> dict | None:
-    return first_break(chain_ops(obj.pk), obj.head_hash)
+    cp = checkpoints([obj.pk]).get(obj.pk)
+    start = cp["hash"] if cp else GENESIS_HASH
+    return _chain_break(chain_ops(obj.pk), obj.head_hash, None, tolerate_appends=False, start=start)
 
 
 def verify_object_replay(obj: MemoryObject) -> list[dict]:
     """Fold the object's log through the policy; compare every stored state and the row."""
-    fold = replay.Fold()
+    fold = replay.fold_from_json(_seed(checkpoints([obj.pk]), obj.pk))
     mismatches: list[dict] = []
     for op in chain_ops(obj.pk):
         record = op_record(op)
@@ -182,14 +206,18 @@ def _object_chunks(fields: Iterable[str], lo=None, hi=None) -> Iterator[list[Mem
         last = chunk[-1].pk
 
 
-def _replay_target(obj: MemoryObject, ops: Iterable[OpRow], report: _Report) -> None:
+def _replay_target(
+    obj: MemoryObject, ops: Iterable[OpRow], report: _Report, seed: dict | None = None
+) -> None:
     """Fold one object's operations; every stored state and the row must equal the fold.
 
     The row is read before its operations, so operations appended meanwhile may follow; the
     row is compared with the fold at the row's own ``version``.
     """
-    fold = replay.Fold()
+    fold = replay.fold_from_json(seed)  # an archived prefix: continue from its checkpoint
     at_row_version = None
+    if fold.state is not None and fold.version == obj.version:
+        at_row_version = replay.snapshot(fold.state, fold.version)
     oid = str(obj.pk)
     for op in ops:
         report.operations += 1
@@ -277,8 +305,11 @@ def _replay_objects(report: _Report, lo=None, hi=None) -> None:
     fields = ("id", "version", *replay.STATE_FIELDS)
     for chunk in _object_chunks(fields, lo, hi):
         by_id = {obj.pk: obj for obj in chunk}
+        seeds = checkpoints(list(by_id))
         for target_id, ops in _chunk_ops(list(by_id)):
-            _replay_target(by_id.pop(target_id), ops, report)
+            _replay_target(by_id.pop(target_id), ops, report, _seed(seeds, target_id))
+        for oid in [oid for oid in by_id if oid in seeds]:  # every operation archived
+            _replay_target(by_id.pop(oid), iter(()), report, _seed(seeds, oid))
         for obj in by_id.values():  # objects without a single operation
             report.add(
                 {"object_id": str(obj.pk), "seq": None, "where": "no OBJECT_CREATED operation"}
@@ -304,15 +335,23 @@ def _replay_relationships(
 
 
 def _chain_break(
-    ops: Iterable, head_hash: str, report: _Report | None, *, tolerate_appends: bool = True
+    ops: Iterable,
+    head_hash: str,
+    report: _Report | None,
+    *,
+    tolerate_appends: bool = True,
+    start: str = GENESIS_HASH,
 ) -> dict | None:
     """The first broken link of one chain (see ``first_break``). With ``tolerate_appends`` (the
     whole-log tasks, which read the head before the operations) the chain may go on past the
-    stored head, correctly linked; without it the head must be the last hash."""
+    stored head, correctly linked; without it the head must be the last hash. ``start`` is the
+    hash the first operation follows: genesis, or the checkpoint of an archived prefix."""
     redactions = report.redactions if report is not None else LazyRegistry(load_redactions)
-    expected_prev = GENESIS_HASH
+    expected_prev = start
     last_seq = None
-    head_seen = False  # a row and its first operation are committed together: never genesis
+    # a row and its first operation are committed together: the head is never genesis; after
+    # an archived prefix the head may be the checkpoint itself
+    head_seen = start != GENESIS_HASH and start == head_hash
     broken = None
     for op in ops:
         if report is not None:
@@ -344,13 +383,14 @@ def _chain_break(
 def _verify_heads(heads: list[tuple[Any, str, str]], report: _Report) -> None:
     """Check the chains of one chunk of (target_id, target_type, head_hash)."""
     by_id = {target_id: (target_type, head) for target_id, target_type, head in heads}
+    starts = {tid: cp["hash"] for tid, cp in checkpoints(list(by_id)).items()}
     for target_id, ops in _chunk_ops(list(by_id)):
         target_type, head = by_id.pop(target_id)
-        broken = _chain_break(ops, head, report)
+        broken = _chain_break(ops, head, report, start=starts.get(target_id, GENESIS_HASH))
         if broken is not None:
             report.add({"target_id": str(target_id), "target_type": target_type, **broken})
     for target_id, (target_type, head) in by_id.items():  # targets without operations
-        if head != GENESIS_HASH:
+        if head != starts.get(target_id, GENESIS_HASH):
             report.add(
                 {"target_id": str(target_id), "target_type": target_type, "seq": None,
                  "reason": "the target's head hash points at operations that are missing"}

@@ -28,6 +28,7 @@ RUN_CHUNK = "feedback.tasks.run_chunk"
 SWEEP_OBJECTS = "feedback.tasks.sweep_objects"
 SWEEP_ALL = "feedback.tasks.sweep_all"
 SNAPSHOT_METRICS = "feedback.tasks.snapshot_metrics"
+RETENTION_PASS = "feedback.tasks.retention_pass"
 RECONCILE_TASK_RUNS = "feedback.tasks.reconcile_task_runs"
 
 

@@ -236,6 +236,26 @@ def snapshot_metrics() -> int:
     return snapshots.take_snapshots()["snapshots"]
 
 
+@shared_task(name=enqueue.RETENTION_PASS, **TASK_OPTIONS)
+def retention_pass() -> dict:
+    """Beat, every RMS_RETENTION_EVERY s: ``feedback.retention.run_all`` (moves what is older
+    than each namespace's retention period to the archive). One pass at a time: a pass that
+    finds another running (a cache lock) returns at once. Returns the counts."""
+    from django.core.cache import cache
+
+    from feedback import retention
+
+    if not cache.add(RETENTION_LOCK, 1, settings.CELERY_TASK_TIME_LIMIT):
+        return {"skipped": 1}
+    try:
+        return retention.run_all()
+    finally:
+        cache.delete(RETENTION_LOCK)
+
+
+RETENTION_LOCK = "rms:retention-pass"
+
+
 @shared_task(name=enqueue.RECONCILE_TASK_RUNS, **TASK_OPTIONS)
 def reconcile_task_runs() -> dict:
     """Beat, every RMS_RECONCILE_EVERY s: ``runs.reconcile``. Returns its counts."""

@@ -117,6 +117,11 @@ class NamespaceOut(serializers.Serializer):
     retrieval = serializers.DictField(
         help_text="The retrieval profile's eligibility rules: confidence_floor, conditions."
     )
+    retention_days = serializers.IntegerField(
+        allow_null=True,
+        help_text="Operations, sessions and injections older than this many days are moved to "
+        "the archive; null keeps them forever.",
+    )
     created_at = serializers.DateTimeField()
 
 

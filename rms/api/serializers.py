@@ -221,6 +221,9 @@ class NamespaceIn(StrictSerializer):
         child=FiniteFloatField(min_value=0.0, max_value=1.0), required=False
     )
     retrieval = RetrievalRulesIn(required=False)
+    retention_days = StrictIntegerField(
+        min_value=1, max_value=36_500, required=False, allow_null=True
+    )
 
     def validate_alert_thresholds(self, value: dict) -> dict:
         unknown = sorted(set(value) - set(METRIC_NAMES))
@@ -233,6 +236,12 @@ class NamespaceIn(StrictSerializer):
         if unknown:
             raise serializers.ValidationError(f"Unknown weights: {', '.join(unknown)}.")
         return value
+
+
+class NamespaceRetentionIn(StrictSerializer):
+    """PATCH /namespaces/{name}: the retention period (days; null keeps everything)."""
+
+    retention_days = StrictIntegerField(min_value=1, max_value=36_500, allow_null=True)
 
 
 # --- output -------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class NamespaceListView(APIView):
 
 
 class NamespaceDetailView(APIView):
-    roles = {"GET": ANY_ROLE}
+    roles = {"GET": ANY_ROLE, "PATCH": (ADMIN,)}
 
     @extend_schema(
         operation_id="namespaces_detail",
@@ -82,6 +82,18 @@ class NamespaceDetailView(APIView):
     )
     def get(self, request, name: str):
         ns = selectors.namespace_visible(request.auth, name)
+        return Response(serializers.namespace_out(ns))
+
+    @extend_schema(
+        operation_id="namespaces_update",
+        request=serializers.NamespaceRetentionIn,
+        responses={200: openapi.NamespaceOut},
+        description="Set the namespace's retention period (admin): `retention_days` (≥ 1, or "
+        "null to keep everything). The beat-driven retention pass archives what is older.",
+    )
+    def patch(self, request, name: str):
+        data = validated(serializers.NamespaceRetentionIn, request.data)
+        ns = services.namespace_set_retention(request.auth, name, data["retention_days"])
         return Response(serializers.namespace_out(ns))
 
 

@@ -11,7 +11,11 @@ whichever module holds them.
 """
 
 from rms.services.common import DEFAULT_ACTOR_TYPE, Actor, check_not_future, resolve_ts
-from rms.services.namespaces import namespace_create, namespace_for_write
+from rms.services.namespaces import (
+    namespace_create,
+    namespace_for_write,
+    namespace_set_retention,
+)
 from rms.services.objects import object_create
 from rms.services.signals import (
     SignalResult,
@@ -37,6 +41,7 @@ __all__ = [
     "load_tallies",
     "namespace_create",
     "namespace_for_write",
+    "namespace_set_retention",
     "object_condition",
     "object_create",
     "object_pin",

@@ -16,8 +16,9 @@ def namespace_create(
     alert_thresholds: dict | None = None,
     weights: dict | None = None,
     retrieval: dict | None = None,
+    retention_days: int | None = None,
 ) -> Namespace:
-    ns = Namespace(name=name)
+    ns = Namespace(name=name, retention_days=retention_days)
     if ignore_threshold is not None:
         ns.ignore_threshold = ignore_threshold
     if relevance_threshold is not None:
@@ -30,6 +31,19 @@ def namespace_create(
             ns.save()
     except IntegrityError as exc:
         raise DomainError("namespace_exists", f"Namespace {name!r} already exists.", 409) from exc
+    return ns
+
+
+def namespace_set_retention(client: ApiClient, name: str, retention_days: int | None) -> Namespace:
+    """An admin sets a namespace's retention period (None: keep forever)."""
+    if not client.can_see(name):
+        raise Forbidden(f"You may not change namespace {name!r}.")
+    with transaction.atomic():
+        ns = Namespace.objects.select_for_update().filter(name=name).first()
+        if ns is None:
+            raise DomainError("not_found", f"Namespace {name!r} does not exist.", 404)
+        ns.retention_days = retention_days
+        ns.save(update_fields=["retention_days"])
     return ns
 
 

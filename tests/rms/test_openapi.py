@@ -309,6 +309,12 @@ def test_every_operation_answers_as_documented(recorder, anon_api):
     call("admin", "POST", "/api/v1/namespaces", 415, raw=("text/plain", "name=x"))
     call("operator", "GET", "/api/v1/namespaces/{name}", 200, name="support")
     call("client", "GET", "/api/v1/namespaces/{name}", 404, name="billing")
+    call("admin", "PATCH", "/api/v1/namespaces/{name}", 200, body={"retention_days": 400},
+         name="support")  # fmt: skip
+    call("admin", "PATCH", "/api/v1/namespaces/{name}", 400, body={"retention_days": -1},
+         name="support")  # fmt: skip
+    call("client", "PATCH", "/api/v1/namespaces/{name}", 403, body={"retention_days": 9},
+         name="support")  # fmt: skip
 
     # objects
     obj = {"namespace": "support", "content": "Alice prefers Python", "epistemic_type": "ASSERTED"}

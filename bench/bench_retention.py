@@ -1,0 +1,158 @@
+"""A retention pass over a large log (PostgreSQL): how long it takes and what it leaves.
+
+A scratch database (``rms_bench_retention``) is grown through the batch endpoint of a real
+server to about ``--ops`` operations (``bench_ingest``'s sessions: 24 operations each) with
+session times spread over ``--days`` days, so that a retention period of half of them cuts
+about half the log. Then, in this process, one retention pass (``feedback.retention``) moves
+what is older to a Parquet archive in a temporary folder, timed; then ``verify_archive`` and
+``verify_chain`` run on the result, and the database's size is measured before and after
+(``pg_database_size`` after ``VACUUM FULL``).
+
+    .venv/bin/python bench/bench_retention.py [--ops 1000000] [--objects 5000] [--keep-db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_ingest  # noqa: E402
+import common  # noqa: E402
+
+
+def vacuum(statement: str) -> None:
+    """VACUUM runs outside a transaction: an autocommit connection."""
+    import psycopg
+
+    with psycopg.connect(
+        host=common.HOST, port=common.PG_PORT, user="postgres", dbname=DB, autocommit=True
+    ) as conn:
+        conn.execute(statement)
+
+
+DB = "rms_bench_retention"
+BATCH = 500
+OPS_PER_SESSION = 24
+
+
+def grow(port: int, token: str, ids: list[str], sessions: int, days: int) -> None:
+    rng = random.Random(7)
+    start = datetime.now(UTC) - timedelta(days=days)
+    step = timedelta(days=days) / max(1, sessions)
+    api = common.Api(port, token, timeout=600)
+    done = 0
+    while done < sessions:
+        bodies = []
+        for _ in range(min(BATCH, sessions - done)):
+            body = bench_ingest.session_body(rng, ids, f"r{done}")
+            body["ts"] = (start + step * done).isoformat()
+            bodies.append(body)
+            done += 1
+        status, out = api.request("POST", "/api/v1/feedback-sessions/batch", bodies)
+        assert status == 207 and all(r["status"] == 201 for r in out["results"]), status
+        if done % 10_000 < BATCH:
+            print(f"# {done} sessions", flush=True)
+    api.close()
+
+
+def create_objects(api: common.Api, n: int, days: int) -> list[str]:
+    """Objects created ``days`` ago, before every session (a chain's times never go back)."""
+    ts = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    ids: list[str] = []
+    for start in range(0, n, 1000):
+        body = [
+            {"namespace": common.BENCH_NAMESPACE, "content": f"fact {i}",
+             "epistemic_type": "ASSERTED", "ts": ts}
+            for i in range(start, min(n, start + 1000))
+        ]  # fmt: skip
+        status, out = api.request("POST", "/api/v1/objects", body)
+        assert status == 201, (status, out)
+        ids += [o["id"] for o in out]
+    return ids
+
+
+def db_size() -> int:
+    vacuum("VACUUM FULL")
+    return common.sql("SELECT pg_database_size(current_database())", db=DB)[0][0]
+
+
+def main() -> None:
+    common.stop_on_sigterm()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=1_000_000)
+    parser.add_argument("--objects", type=int, default=5000)
+    parser.add_argument("--days", type=int, default=20)
+    parser.add_argument("--keep-db", action="store_true")
+    args = parser.parse_args()
+    common.setup_database(DB)
+    try:
+        token = common.create_api_client("bench-retention", db=DB)
+        with common.Server(db=DB, workers=2, threads=4) as server:
+            api = common.Api(server.port, token, timeout=120)
+            ids = create_objects(api, args.objects, args.days + 1)
+            api.close()
+            grow(server.port, token, ids, args.ops // OPS_PER_SESSION, args.days)
+        size_before = db_size()
+        common.django_setup(DB)
+        from django.conf import settings
+
+        from feedback import retention
+        from feedback.models import FeedbackSession
+        from rms import verification
+        from rms.archive_verify import verify_archive
+        from rms.models import Namespace, Operation
+
+        ops_before = Operation.objects.count()
+        with tempfile.TemporaryDirectory() as archive:
+            settings.RMS_ARCHIVE_URL = archive
+            ns = Namespace.objects.get(name=common.BENCH_NAMESPACE)
+            ns.retention_days = args.days // 2
+            ns.save()
+            t0 = time.perf_counter()
+            result = retention.run_namespace(ns)
+            pass_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            archived = verify_archive(ns.name)
+            verify_s = time.perf_counter() - t0
+            chain = verification.verify_chain_all(
+                extra_heads=FeedbackSession.objects.values_list("id", "head_hash"),
+                extra_total=FeedbackSession.objects.count(),
+            )
+            archive_bytes = sum(p.stat().st_size for p in Path(archive).rglob("*") if p.is_file())
+        ops_after = Operation.objects.count()
+        size_after = db_size()
+        print(
+            json.dumps(
+                {
+                    "operations_before": ops_before,
+                    "operations_archived": result["operations"],
+                    "operations_after": ops_after,
+                    "sessions_archived": result["sessions"],
+                    "batches": result["batches"],
+                    "pass_seconds": round(pass_s, 1),
+                    "ops_per_second": round(result["operations"] / pass_s),
+                    "verify_archive_ok": archived["ok"],
+                    "verify_archive_seconds": round(verify_s, 1),
+                    "verify_chain_ok": chain["ok"],
+                    "archive_bytes": archive_bytes,
+                    "database_bytes_before": size_before,
+                    "database_bytes_after": size_after,
+                },
+                indent=2,
+            )
+        )
+    finally:
+        if not args.keep_db:
+            common.drop_database(DB)
+
+
+if __name__ == "__main__":
+    main()
