@@ -40,7 +40,7 @@ def chromium():
 @pytest.fixture(autouse=True)
 def _no_worker_messages(monkeypatch):
     """Sessions committed here would queue sweeps for a worker; nothing listens in tests."""
-    monkeypatch.setattr("feedback.taskruns.enqueue.sweep_objects", lambda ids: None)
+    monkeypatch.setattr("taskruns.enqueue.sweep_objects", lambda ids: None)
 
 
 @pytest.fixture
