@@ -238,12 +238,6 @@ class NamespaceIn(StrictSerializer):
         return value
 
 
-class NamespaceRetentionIn(StrictSerializer):
-    """PATCH /namespaces/{name}: the retention period (days; null keeps everything)."""
-
-    retention_days = StrictIntegerField(min_value=1, max_value=36_500, allow_null=True)
-
-
 class NamespaceUpdateIn(StrictSerializer):
     """PATCH /namespaces/{name}: any of the retention period (days; null keeps everything),
     the retrieval ``weights`` and the retrieval rules; each given one replaces what was set."""

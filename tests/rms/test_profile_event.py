@@ -12,7 +12,7 @@ from delivery import dispatch, services
 from delivery.models import WebhookDelivery
 from rms import events
 from rms.models import Namespace, Operation
-from rms.verification import verify_chain_all
+from rms.verification import verify_chain_all, verify_replay_all
 from tests.factories import follow, make_objects
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,9 @@ def rank_profile(api, oid):
     return response.json()["profile"]
 
 
-def test_a_patch_of_the_profile_is_an_opt_in_event_with_the_rank_profile(client_api, admin_api):
+def test_a_patch_of_the_profile_is_an_opt_in_event_with_the_rank_profile(
+    client_api, admin_api, outsider_api
+):
     (oid,) = make_objects(client_api, 1)
     start = follow(client_api)[1]
     before = rank_profile(client_api, oid)
@@ -43,6 +45,8 @@ def test_a_patch_of_the_profile_is_an_opt_in_event_with_the_rank_profile(client_
     assert events.NAMESPACE_PROFILE_CHANGED not in {e["type"] for e in plain}
     named, _ = follow(client_api, after=start, types=events.NAMESPACE_PROFILE_CHANGED)
     assert [e["type"] for e in named] == [events.NAMESPACE_PROFILE_CHANGED]
+    # Another namespace's client never sees it.
+    assert follow(outsider_api, after=start, types=events.NAMESPACE_PROFILE_CHANGED)[0] == []
     ns = Namespace.objects.get(name="support")
     event = named[0]
     assert (event["target_type"], event["target_id"]) == ("namespace", str(ns.uid))
@@ -66,6 +70,8 @@ def test_a_patch_of_the_profile_is_an_opt_in_event_with_the_rank_profile(client_
     report = verify_chain_all()
     assert report["ok"], report["mismatches"]
     assert report["checked"] >= 2
+    replayed = verify_replay_all()
+    assert replayed["ok"], replayed["mismatches"]
 
 
 def test_bad_patches_are_400_and_write_nothing(client_api, admin_api):
