@@ -11,6 +11,11 @@ class FeedbackConfig(AppConfig):
 
         register_object_extra(aggregate_extra)
 
+        from feedback.retrieval import stored_profile_out
+        from rms.extensions import register_namespace_profile
+
+        register_namespace_profile(stored_profile_out)
+
         from feedback.selectors import object_filters
 
         object_filters.register()

@@ -124,6 +124,15 @@ def profile_out(profile: Profile) -> dict:
     }
 
 
+def stored_profile_out(ns) -> dict | None:
+    """A namespace's stored ``weights`` and ``retrieval`` rules as ``/rank`` answers them; None
+    when they are not a valid profile (``/rank`` answers 409 for that namespace)."""
+    try:
+        return profile_out(profile_from(ns.weights or None, ns.retrieval or None))
+    except ValueError:
+        return None
+
+
 def eligibility(inputs: RankingInputs, profile: Profile) -> tuple[bool, str | None]:
     """Whether the object may be offered, and why not. DEPRECATED never is (SPEC §12)."""
     if inputs.epistemic_type == DEPRECATED:

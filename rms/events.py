@@ -42,6 +42,8 @@ OBJECT_ERASED = "object.erased"
 WEBHOOK_TEST = "webhook.test"
 #: Beyond the v1 list: delivered only to consumers that name it (API.md).
 OBJECT_RANKING = "object.ranking"
+#: Beyond the v1 list too: a namespace's retrieval profile changed (for the score mirror).
+NAMESPACE_PROFILE_CHANGED = "namespace.profile_changed"
 
 #: Where a data field is read from: the operation's ``state`` (the target after the change) or
 #: its ``payload`` (what the change was).
@@ -114,6 +116,10 @@ RANKING_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in RANKING_
 #: An erased object: tells a consumer to erase its copy (docs/DECISIONS.md "Erasure").
 ERASED_FIELDS: tuple[Field, ...] = (Copy("subject_kind", PAYLOAD), Copy("erasure_id", PAYLOAD))
 
+#: A namespace's retrieval profile after the change, as ``/rank`` answers it (``profile_out``).
+PROFILE_DATA = ("weights", "confidence_floor", "conditions")
+PROFILE_FIELDS: tuple[Field, ...] = tuple(Copy(key, PAYLOAD) for key in PROFILE_DATA)
+
 #: The transition's target state: the first non-empty of these (source, key) values.
 SELECTOR: tuple[tuple[str, str], ...] = ((PAYLOAD, "to"), (STATE, "epistemic_type"))
 
@@ -132,10 +138,11 @@ EVENTS: tuple[EventSpec, ...] = (
     EventSpec(ALERT_RESOLVED, "ALERT_RESOLVED", ALERT_FIELDS),
     EventSpec(OBJECT_RANKING, "INJECTION_EVENT", RANKING_FIELDS),
     EventSpec(OBJECT_ERASED, "OBJECT_ERASED", ERASED_FIELDS),
+    EventSpec(NAMESPACE_PROFILE_CHANGED, "PROFILE_CHANGED", PROFILE_FIELDS),
 )
 #: Event types beyond the v1 list: only consumers naming them receive them (API.md "Retrieval,
 #: insight, ingestion and lifecycle"); "all" (no ``types``) means the v1 list.
-OPT_IN_TYPES: frozenset[str] = frozenset({OBJECT_RANKING})
+OPT_IN_TYPES: frozenset[str] = frozenset({OBJECT_RANKING, NAMESPACE_PROFILE_CHANGED})
 
 #: The operation behind each feed event type.
 TYPE_OPS: dict[str, str] = {spec.type: spec.op for spec in EVENTS}

@@ -67,3 +67,20 @@ def object_filters() -> dict[str, tuple[str, ObjectFilter]]:
 
 def object_sorts() -> dict[str, str]:
     return dict(_object_sorts)
+
+
+# A namespace's retrieval profile as ``/rank`` answers it (its weights and rules over the
+# defaults): the payload of the PROFILE_CHANGED operation the namespace API writes when they
+# change. ``feedback`` scores with the profile, so it provides this; None (no provider, or an
+# invalid stored profile) writes no operation.
+NamespaceProfile = Callable[[object], "dict | None"]  # Namespace -> profile_out or None
+
+_namespace_profile: list[NamespaceProfile] = []
+
+
+def register_namespace_profile(provider: NamespaceProfile) -> None:
+    _namespace_profile[:] = [provider]
+
+
+def namespace_profile(ns) -> dict | None:
+    return _namespace_profile[0](ns) if _namespace_profile else None

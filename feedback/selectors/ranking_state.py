@@ -121,7 +121,8 @@ def ranking_state(ns: Namespace, cursor: str | None, size: int = DEFAULT_PAGE_SI
     }
 
 
-#: The feed types a mirror follows: every object event (state and ranking inputs).
+#: The feed types a mirror follows: every object event (state and ranking inputs) and the
+#: namespace's retrieval profile.
 MIRROR_TYPES = (
     events.OBJECT_CREATED,
     events.OBJECT_REINFORCED,
@@ -132,4 +133,6 @@ MIRROR_TYPES = (
     events.OBJECT_DEPRECATED,
     events.OBJECT_CONDITION_CHANGED,
     events.OBJECT_RANKING,
+    events.OBJECT_ERASED,
+    events.NAMESPACE_PROFILE_CHANGED,
 )

@@ -238,10 +238,24 @@ class NamespaceIn(StrictSerializer):
         return value
 
 
-class NamespaceRetentionIn(StrictSerializer):
-    """PATCH /namespaces/{name}: the retention period (days; null keeps everything)."""
+class NamespaceUpdateIn(StrictSerializer):
+    """PATCH /namespaces/{name}: any of the retention period (days; null keeps everything),
+    the retrieval ``weights`` and the retrieval rules; each given one replaces what was set."""
 
-    retention_days = StrictIntegerField(min_value=1, max_value=36_500, allow_null=True)
+    retention_days = StrictIntegerField(
+        min_value=1, max_value=36_500, allow_null=True, required=False
+    )
+    weights = serializers.DictField(
+        child=FiniteFloatField(min_value=0.0, max_value=1.0), required=False
+    )
+    retrieval = RetrievalRulesIn(required=False)
+
+    validate_weights = NamespaceIn.validate_weights
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            raise serializers.ValidationError("Give retention_days, weights or retrieval.")
+        return attrs
 
 
 # --- output -------------------------------------------------------------------------------------

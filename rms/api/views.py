@@ -86,14 +86,16 @@ class NamespaceDetailView(APIView):
 
     @extend_schema(
         operation_id="namespaces_update",
-        request=serializers.NamespaceRetentionIn,
+        request=serializers.NamespaceUpdateIn,
         responses={200: openapi.NamespaceOut},
-        description="Set the namespace's retention period (admin): `retention_days` (≥ 1, or "
-        "null to keep everything). The beat-driven retention pass archives what is older.",
+        description="Change the namespace's settings (admin): `retention_days` (≥ 1, or null "
+        "to keep everything; the beat-driven retention pass archives what is older), the "
+        "retrieval `weights` and `retrieval` rules (each replaced whole). A change of the "
+        "retrieval profile is the opt-in change event `namespace.profile_changed`.",
     )
     def patch(self, request, name: str):
-        data = validated(serializers.NamespaceRetentionIn, request.data)
-        ns = services.namespace_set_retention(request.auth, name, data["retention_days"])
+        data = validated(serializers.NamespaceUpdateIn, request.data)
+        ns = services.namespace_update(request.auth, name, data)
         return Response(serializers.namespace_out(ns))
 
 

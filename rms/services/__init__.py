@@ -15,6 +15,7 @@ from rms.services.namespaces import (
     namespace_create,
     namespace_for_write,
     namespace_set_retention,
+    namespace_update,
 )
 from rms.services.objects import object_create
 from rms.services.signals import (
@@ -42,6 +43,7 @@ __all__ = [
     "namespace_create",
     "namespace_for_write",
     "namespace_set_retention",
+    "namespace_update",
     "object_condition",
     "object_create",
     "object_pin",

@@ -83,4 +83,8 @@ def test_the_mirrors_event_types_are_the_snapshots():
     assert mirror.MIRROR_TYPES == ranking_state.MIRROR_TYPES
     assert mirror.RANKING_EVENT == events.OBJECT_RANKING
     # Every object event type of the feed (the mirror must see every change of its inputs).
-    assert set(mirror.MIRROR_TYPES) == {t for t in events.FEED_TYPES if t.startswith("object.")}
+    assert set(mirror.MIRROR_TYPES) == {
+        *(t for t in events.FEED_TYPES if t.startswith("object.")),
+        events.NAMESPACE_PROFILE_CHANGED,
+    }
+    assert mirror.PROFILE_EVENT == events.NAMESPACE_PROFILE_CHANGED

@@ -115,6 +115,11 @@ class Endpoints:
         """Admin. ``ignore_threshold``, ``alert_thresholds``, ``weights``…"""
         return self._run(Call("POST", "/namespaces", body=encode({"name": name, **settings})))
 
+    def update_namespace(self, name: str, **settings: Any) -> dict:
+        """Admin. ``PATCH /namespaces/{name}``: ``retention_days``, ``weights``, ``retrieval``
+        (each given one replaced whole)."""
+        return self._run(Call("PATCH", f"/namespaces/{name}", body=encode(settings)))
+
     # --- objects ---------------------------------------------------------------------------
 
     def create_object(

@@ -5,10 +5,12 @@ same feed position and clock, with no network call.
 Bootstrap: ``GET /ranking-state`` page by page (the snapshot and the feed cursor it is exact
 at), or the ``state_file`` a previous run left. Then one background thread long-polls
 ``/changes`` after that cursor, naming the event types it needs (object events and the opt-in
-``object.ranking``). Each event is applied once by version: an object event carries the
-object's version after it, and the mirror keeps, per object, the version its state came from
-and the version its ranking aggregates came from; an event at or below the one held is already
-reflected (the snapshot may have read it), so applying twice or out of order cannot go wrong.
+``object.ranking`` and ``namespace.profile_changed``: a new retrieval profile is applied from
+its feed position on, every object's derived columns recomputed with it). Each object event
+is applied once by version: it carries the object's version after it, and the mirror keeps,
+per object, the version its state came from and the version its ranking aggregates came from;
+an event at or below the one held is already reflected (the snapshot may have read it), so
+applying twice or out of order cannot go wrong.
 
 Speed: ``rank`` reads columns precomputed when an event is applied (the constant part of the
 score, the hotness factor, its reference time in integer microseconds), so a call does one
@@ -63,8 +65,11 @@ MIRROR_TYPES = (
     "object.deprecated",
     "object.condition_changed",
     "object.ranking",
+    "object.erased",
+    "namespace.profile_changed",
 )
 RANKING_EVENT = "object.ranking"
+PROFILE_EVENT = "namespace.profile_changed"
 #: Object fields a state event may carry, and where they go.
 _STATE_FLOATS = ("confidence", "salience_base", "reinforcement_boost")
 STATE_FORMAT = 1
@@ -282,7 +287,15 @@ class Mirror:
 
     def _apply(self, event: Mapping[str, Any]) -> bool:
         """Apply one feed event if it is newer than what the mirror holds; True if applied."""
-        if event.get("target_type") != "object" or event.get("namespace") != self.namespace:
+        if event.get("namespace") != self.namespace:
+            return False
+        if event.get("type") == PROFILE_EVENT:
+            # The whole profile after the change; events come in feed order, so the last wins.
+            self._profile = scoring.profile_from_out(event.get("data") or {})
+            for i in self._index.values():
+                self._derive(i)
+            return True
+        if event.get("target_type") != "object":
             return False
         kind, data, oid = event.get("type"), event.get("data") or {}, event.get("target_id")
         if kind == "object.erased":
