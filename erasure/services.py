@@ -64,6 +64,10 @@ def parse(body: Any) -> tuple[str, str, str, str]:
     reason = body.get("reason", "")
     if not isinstance(reason, str) or len(reason) > 500:
         errors["reason"] = ["Must be a string of at most 500 characters."]
+    # No text column takes a NUL (PostgreSQL refuses it outright), as DRF's CharField says.
+    for field, value in (("subject.id", sid), ("namespace", ns), ("reason", reason)):
+        if isinstance(value, str) and "\x00" in value:
+            errors.setdefault(field, ["Null characters are not allowed."])
     if errors:
         raise _invalid(errors)
     if kind == "namespace":

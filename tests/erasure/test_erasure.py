@@ -159,6 +159,14 @@ def test_bad_input_and_roles(admin_api, operator_api, client_api, other_namespac
     assert admin_api.get(f"{url}/00000000-0000-4000-8000-000000000000").status_code == 404
     tasks = admin_api.post("/api/v1/tasks", {"kind": "erasure"}, format="json")
     assert tasks.status_code == 400
+    # A NUL in any text field is the caller's mistake (PostgreSQL refuses to store one).
+    for nul in (
+        {**ok, "namespace": "sup\x00port"},
+        {**ok, "subject": {"kind": "actor", "id": "al\x00ice"}},
+        {**ok, "reason": "because\x00"},
+    ):
+        refused = admin_api.post(url, nul, format="json")
+        assert refused.status_code == 400, refused.content
 
 
 def test_a_namespace_scoped_admin_erases_only_in_its_namespace(other_namespace, namespace):
