@@ -5,9 +5,11 @@ near every threshold, through the API and the beat task, on SQLite and PostgreSQ
 from __future__ import annotations
 
 import random
+import time
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -161,3 +163,29 @@ def test_changed_profile_is_a_new_listing(admin_api):
     # 0.2 as a perfect match: 0.1 + 0.9·0.2 = 0.28, below the best other mismatch 0.9·0.9.
     assert body["cached"] is False and body["count"] == 1
     assert body["results"][0]["best_score"] == pytest.approx(0.28, abs=1e-12)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_warms_the_listing_the_request_serves(celery_worker, admin_api):
+    if settings.RMS_CACHE != "redis":
+        pytest.skip("the worker and the web process share the cache through Redis only")
+    cache.clear()
+    make_object(
+        admin_api.row, content="old", epistemic_type="UNVERIFIED",
+        ts=timezone.now() - timedelta(days=30),
+    )  # fmt: skip
+    url = "/api/v1/suppressed?namespace=support"
+    first = admin_api.get(url).json()
+    assert first["count"] == 1 and first["cached"] is False
+    make_object(
+        admin_api.row, content="older", epistemic_type="UNVERIFIED",
+        ts=timezone.now() - timedelta(days=40),
+    )  # fmt: skip
+    warm_suppressed.delay()
+    deadline = time.monotonic() + 60
+    while (served := admin_api.get(url).json())["now"] == first["now"]:
+        celery_worker.check_alive()
+        assert time.monotonic() < deadline, celery_worker.log_tail()
+        time.sleep(0.1)
+    assert served["cached"] is True and served["count"] == 2
+    assert {r["content"] for r in served["results"]} == {"older", "old"}
