@@ -171,15 +171,19 @@ def setup_database(db: str = BENCH_DB) -> None:
     print(f"# database {db}: recreated and migrated in {time.perf_counter() - t0:.1f} s")
 
 
-def django_setup(db: str = BENCH_DB) -> None:
-    """Configure Django in this process against the benchmark database (call once)."""
+def django_setup(db: str = BENCH_DB, *, redis_url: str | None = None) -> None:
+    """Configure Django in this process against the benchmark database (call once); the cache
+    in Redis with ``redis_url``, else per-process memory."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    env = bench_env(db)
+    env = bench_env(db, redis_url=redis_url)
     for key in _SCRUBBED:
         os.environ.pop(key, None)
     for key in ("DATABASE_URL", "RMS_THROTTLE_RATE", "RMS_VAR_DIR", "RMS_CACHE", "RMS_DEVELOPMENT"):
-        os.environ[key] = env[key]
+        if key in env:
+            os.environ[key] = env[key]
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
     os.environ["DJANGO_SETTINGS_MODULE"] = "rms.settings"
     import django
 

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from dashboard import selectors
 from dashboard.selectors import retrieval
+from feedback.selectors import suppressed
 from rms.models import Namespace
 
 
@@ -51,3 +52,15 @@ def warm_overview() -> int:
     for ns in namespaces:
         retrieval.retrieval_trend(ns, retrieval.OVERVIEW_DAYS, now, refresh=True)
     return len(selectors.WINDOWS)
+
+
+@shared_task(
+    acks_late=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def warm_suppressed() -> int:
+    """Recompute the suppressed-memories listings asked for in the last 15 minutes (page or
+    API), so a request is answered from a listing at most a few minutes old instead of scoring
+    the namespace (seconds at tens of thousands of objects); returns how many."""
+    return suppressed.warm()

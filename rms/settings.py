@@ -423,6 +423,11 @@ def _seconds(name: str, default: int) -> int:
 
 
 RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
+# Suppressed memories (feedback.selectors.suppressed): a listing without as_of is served from
+# a computation at most RMS_SUPPRESSED_CACHE_SECONDS old; beat recomputes the listings asked for
+# in the last 15 minutes every RMS_SUPPRESSED_WARM_EVERY s (less than the cache's lifetime).
+RMS_SUPPRESSED_CACHE_SECONDS = _seconds("RMS_SUPPRESSED_CACHE_SECONDS", 300)
+RMS_SUPPRESSED_WARM_EVERY = _seconds("RMS_SUPPRESSED_WARM_EVERY", 120)
 # Response analysis one request may run, in characters × objects analysed (~170 ns of CPU each):
 # five of the largest single analyses, or a 500-session batch of 3,000-character responses with
 # ten silent injections each, about five seconds. Past it, a batch's items are refused (413).
@@ -527,6 +532,12 @@ CELERY_BEAT_SCHEDULE: dict = {
     },
     # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
     # for a cache shared with the web processes; otherwise a cheap no-op).
+    # Recomputes the suppressed-memories listings asked for in the last 15 minutes.
+    "suppressed-warm": {
+        "task": "dashboard.tasks.warm_suppressed",
+        "schedule": RMS_SUPPRESSED_WARM_EVERY,
+        "options": {"expires": RMS_SUPPRESSED_WARM_EVERY},
+    },
     "dashboard-warm-overview": {
         "task": "dashboard.tasks.warm_overview",
         "schedule": 60,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.permissions import ANY_ROLE, dashboard_view, pick_namespace
@@ -55,17 +54,19 @@ def suppressed(request):
     }
     if ns is None:
         return render(request, "dashboard/suppressed.html", context)
-    now = timezone.now()
     try:
-        profile, found = selectors.suppressed_in(ns, now, salience_below=salience_below, k=k)
+        listed = selectors.listing(
+            ns, salience_below=salience_below, k=k, refresh=request.GET.get("refresh") == "1"
+        )
     except DomainError as exc:
         context["profile_error"] = exc.message
         return render(request, "dashboard/suppressed.html", context)
-    page = Paginator(found, per_page_of(request)).get_page(request.GET.get("page"))
+    page = Paginator(listed.findings, per_page_of(request)).get_page(request.GET.get("page"))
     context.update(
         {
-            "now": now,
-            "profile": retrieval.profile_out(profile),
+            "now": listed.now,
+            "cached": listed.cached,
+            "profile": retrieval.profile_out(listed.profile),
             "page": page,
             "rows": selectors.with_objects(list(page.object_list)),
         }

@@ -313,7 +313,13 @@ class SuppressedOut(serializers.Serializer):
 
 class SuppressedList(serializers.Serializer):
     namespace = serializers.CharField()
-    now = serializers.DateTimeField()
+    now = serializers.DateTimeField(
+        help_text="The clock of decay and hotness: `as_of`, or when the listing was computed."
+    )
+    cached = serializers.BooleanField(
+        help_text="Served from a listing computed before this request (at `now`), by the "
+        "worker or an earlier request; false when computed for this one."
+    )
     salience_below = serializers.FloatField()
     k = serializers.IntegerField()
     profile = serializers.DictField(help_text="The namespace's retrieval profile, as /rank's.")

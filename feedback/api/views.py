@@ -278,7 +278,12 @@ class SuppressedView(APIView):
                 {"type": "integer", "minimum": 1, "maximum": 100, "default": 5},
                 "Rank of `ranked_out` (default 5).",
             ),
-            core_openapi.time_param("as_of", "The clock of decay and hotness (default: now)."),
+            core_openapi.time_param(
+                "as_of",
+                "The clock of decay and hotness, computed live. Without it the answer is the "
+                "namespace's listing computed at most a few minutes ago (its `now` says when; "
+                "`cached` says whether it was computed before this request).",
+            ),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
         ],
@@ -296,13 +301,14 @@ class SuppressedView(APIView):
         ns = namespace_param(request)
         salience_below = _number_param(request, "salience_below", 0.0, 1.0)
         k = _number_param(request, "k", 1, 100, integer=True)
-        now = parse_time_param(request, "as_of") or timezone.now()
+        as_of = parse_time_param(request, "as_of")
         kw = {}
         if salience_below is not None:
             kw["salience_below"] = salience_below
         if k is not None:
             kw["k"] = k
-        profile, found = suppressed.suppressed_in(ns, now, **kw)
+        listed = suppressed.listing(ns, as_of, **kw)
+        profile, found = listed.profile, listed.findings
         size = pagination.page_size(request)
         offset = pagination.offset_cursor(request)
         page = suppressed.with_objects(found[offset : offset + size])
@@ -310,7 +316,8 @@ class SuppressedView(APIView):
         return Response(
             {
                 "namespace": ns.name,
-                "now": iso(now),
+                "now": iso(listed.now),
+                "cached": listed.cached,
                 "salience_below": kw.get("salience_below", suppression.DEFAULT_SALIENCE_BELOW),
                 "k": kw.get("k", suppression.DEFAULT_K),
                 "profile": retrieval.profile_out(profile),

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.messages import get_messages
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -232,3 +233,19 @@ def test_suppressed_page_lists_with_why_and_pin_for_admins(admin, client_user, n
 
 def test_suppressed_page_is_scoped(outsider, namespaces):
     assert login(outsider).get("/suppressed/?namespace=support").status_code == 404
+
+
+def test_suppressed_page_says_as_of_and_recomputes_on_demand(admin, namespaces):
+    cache.clear()
+    writer = make_client("w4", "client", ["support"])[0]
+    old = timezone.now() - timedelta(days=20)
+    make_object(writer, content="rapid one", epistemic_type="UNVERIFIED", ts=old)
+    c = login(admin)
+    body = c.get("/suppressed/?namespace=support").content.decode()
+    assert "rapid one" in body and "1 suppressed" in body and "computed ahead" not in body
+    make_object(writer, content="rapid two", epistemic_type="UNVERIFIED", ts=old)
+    # Served from the listing computed a moment ago, and says so.
+    body = c.get("/suppressed/?namespace=support").content.decode()
+    assert "rapid two" not in body and "computed ahead" in body and "refresh=1" in body
+    body = c.get("/suppressed/?namespace=support&refresh=1").content.decode()
+    assert "rapid two" in body and "2 suppressed" in body
