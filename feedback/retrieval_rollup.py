@@ -124,17 +124,24 @@ def rollup_namespace(namespace, today: date) -> int:
         "signal_id": SignalRecord.objects.aggregate(m=Max("id"))["m"] or 0,
     }
     mark = RetrievalRollupMark.objects.filter(namespace=namespace).first()
+    first_ts = (
+        InjectionEvent.objects.filter(namespace=namespace)
+        .order_by("ts")
+        .values_list("ts", flat=True)
+        .first()
+    )
+    oldest = first_ts.astimezone(UTC).date() if first_ts else target + _DAY
     written = 0
     if mark is None:
-        first_ts = (
-            InjectionEvent.objects.filter(namespace=namespace)
-            .order_by("ts")
-            .values_list("ts", flat=True)
-            .first()
-        )
-        start = first_ts.astimezone(UTC).date() if first_ts else target + _DAY
+        start = oldest
     else:
-        for day in sorted(_dirty_days(namespace, mark)):
+        # The retention pass deletes the oldest sessions: the days before the oldest injection
+        # left lose their rows, and that day, perhaps cut in part, is recomputed.
+        RetrievalDay.objects.filter(namespace=namespace, day__lt=oldest).delete()
+        dirty = _dirty_days(namespace, mark)
+        if oldest <= mark.through:
+            dirty.add(oldest)
+        for day in sorted(dirty):
             written += rollup_days(namespace, day, day)
         start = mark.through + _DAY
     while start <= target:
