@@ -66,7 +66,7 @@ def rollup_days(namespace, first: date, last: date, mark: dict | None = None) ->
     """Recompute the days ``first``..``last`` of ``namespace`` from the injections and replace
     their rows (and, with ``mark``, the namespace's mark) in one transaction. The grouped
     queries run before it. Returns the rows written."""
-    groups = retrieval_rows_daily_by_client(namespace, midnight(first), midnight(last) + _DAY)
+    groups = retrieval_rows_daily_by_client(namespace, midnight(first), _end_of(last))
     rows = []
     for (day, client_id), day_rows in groups.items():
         ranks, hits = encode(day_rows)
@@ -89,6 +89,11 @@ def rollup_days(namespace, first: date, last: date, mark: dict | None = None) ->
 
 
 _DAY = timedelta(days=1)
+
+
+def _end_of(day: date) -> datetime:
+    """The last instant of ``day``: the selectors' windows include their end."""
+    return midnight(day) + _DAY - timedelta(microseconds=1)
 
 
 def _dirty_days(namespace, mark: RetrievalRollupMark) -> set[date]:
@@ -189,7 +194,7 @@ def retrieval_days(
         days.setdefault(row.day, []).append(decode(row))
     answer = {day: retrieval_quality.merge_days(parts) for day, parts in days.items()}
     if since < midnight(first):
-        answer.update(retrieval_rows_daily(namespace, since, midnight(first), actor_id))
-    if midnight(last) + _DAY < until:
+        answer.update(retrieval_rows_daily(namespace, since, _end_of(first - _DAY), actor_id))
+    if midnight(last) + _DAY <= until:
         answer.update(retrieval_rows_daily(namespace, midnight(last) + _DAY, until, actor_id))
     return dict(sorted(answer.items()))

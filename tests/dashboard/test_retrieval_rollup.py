@@ -137,7 +137,10 @@ def test_random_sessions_rolled_up_equal_live(namespaces):
             if rng.random() < 0.4
         ]
         body = session_body(f"r{n}", [(o.pk, rng.randint(1, 50)) for o in picked], signals)
-        body["ts"] = (start + timedelta(hours=rng.uniform(0, 24 * 10))).isoformat()
+        at = start + timedelta(hours=rng.uniform(0, 24 * 10))
+        if n % 6 == 0:  # exactly midnight: the first instant of its day, in no other day
+            at = start.replace(hour=0) + timedelta(days=rng.randint(1, 9))
+        body["ts"] = at.isoformat()
         for inj in body["injections"]:
             if rng.random() < 0.15:
                 del inj["rank_position"]
@@ -149,6 +152,10 @@ def test_random_sessions_rolled_up_equal_live(namespaces):
     now = DAY3 + timedelta(hours=3)
     assert retrieval_rollup.rollup_all(now)["rows"] > 0
     windows = [(start, now), (start + timedelta(hours=13), now), (DAY1, DAY3), (start, DAY1)]
+    midnights = {datetime.fromisoformat(b[2]["ts"]) for b in bodies if "T00:00:00" in b[2]["ts"]}
+    assert midnights
+    # Windows that start or end exactly at a session's midnight (both ends are included).
+    windows += [(m, now) for m in sorted(midnights)] + [(start, m) for m in sorted(midnights)]
     checked = 0
     for since, until in windows:
         for actor in (None, "w0", "w1"):
