@@ -1,7 +1,8 @@
 """The dashboard's retrieval trends on PostgreSQL: the per-day form
 (``feedback.selectors.retrieval_rows_daily`` + the pure evaluation) over the last 7, 14, 30 and
-90 days, and the pages that read it — ``/retrieval/`` and the overview — cold (cache cleared)
-and warm, through Django's test client.
+90 days, then the same read from the per-day rollup with the last days live
+(``feedback.retrieval_rollup``, after its first run), and the pages that read it —
+``/retrieval/`` and the overview — cold (cache cleared) and warm, through Django's test client.
 
 Data as ``bench_explain``'s retrieval part (bulk-inserted sessions one minute apart, ``--per-
 session`` ranked injections each, used signals on a third): in a fresh ``rms_bench_trend``
@@ -38,7 +39,7 @@ def run(args) -> None:
     from django.db import connection
     from django.test import Client
 
-    from feedback import retrieval_quality
+    from feedback import retrieval_quality, retrieval_rollup
     from feedback.selectors import retrieval_rows_daily
     from rms.models import ApiClient, Namespace
 
@@ -68,6 +69,23 @@ def run(args) -> None:
 
         cold, p, c = bench_explain.timed(daily, args.repeat)
         rows.append([f"per-day form, last {days} days", cold, p[50], p[95], c[50], c[95]])
+    # The rollup's first run (every day up to two days before "now"), then a rerun.
+    t0 = time.perf_counter()
+    written = retrieval_rollup.rollup_all(now)["rows"]
+    print(f"# rollup, first run: {written} rows in {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    retrieval_rollup.rollup_all(now)
+    print(f"# rollup, rerun with nothing new: {(time.perf_counter() - t0) * 1000:.1f} ms")
+    for days in (7, 14, 30, 90):
+        since = now - timedelta(days=days)
+        since = since.replace(hour=0, minute=0, second=0, microsecond=0)
+
+        def rolled(since=since):
+            retrieval_quality.evaluate_daily(retrieval_rollup.retrieval_days(ns, since, now))
+
+        cold, p, c = bench_explain.timed(rolled, args.repeat)
+        rows.append([f"rollup + live tail, last {days} days", cold, p[50], p[95], c[50], c[95]])
+    # The pages below read the rollup.
     http = Client()
     http.force_login(user)
     with time_machine.travel(now, tick=False):

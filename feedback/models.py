@@ -248,3 +248,45 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.metric} {self.state} @ {self.raised_at}"
+
+
+class RetrievalDay(models.Model):
+    """The retrieval-quality sums of one finished UTC day of a namespace, for the sessions one
+    API client recorded (``feedback.retrieval_rollup``): what ``retrieval_quality.merge_days``
+    adds up. ``ranks``: ``{rank or "": [injections, used, Σ token_cost, Σ used token_cost]}``;
+    ``hits``: ``{best used rank or "": sessions}``."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    client = models.ForeignKey(
+        "rms.ApiClient", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    day = models.DateField()
+    sessions = models.PositiveIntegerField()
+    ranks = models.JSONField(default=dict)
+    hits = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "day", "client"], name="retrieval_day_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} {self.day} client {self.client_id}"
+
+
+class RetrievalRollupMark(models.Model):
+    """How far a namespace's per-day retrieval rollup reaches: every UTC day up to ``through``
+    is in :class:`RetrievalDay` (a day without sessions has no row); and the last injection and
+    signal ids its last run had seen (newer ones may make a rolled-up day dirty)."""
+
+    namespace = models.OneToOneField(
+        Namespace, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    through = models.DateField()
+    injection_id = models.BigIntegerField(default=0)
+    signal_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} through {self.through}"

@@ -21,7 +21,8 @@ but sits at no rank: it is in no per-rank figure and cannot be the first used on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -42,12 +43,19 @@ def evaluate(ranks: Iterable[RankRow], sessions: int, hits: Iterable[int | None]
     "injections_by_rank"}`` from the rank rows, the number of sessions with injections, and for
     each session with a used injection the best (lowest) rank of one (None when none of its
     used injections has a rank). Per-rank maps are keyed by the rank as text, in rank order."""
-    n_hits = 0
+    return evaluate_counts(ranks, sessions, Counter(hits))
+
+
+def evaluate_counts(
+    ranks: Iterable[RankRow], sessions: int, hits: Mapping[int | None, int]
+) -> dict:
+    """:func:`evaluate` with the hits counted: ``{best rank: sessions}``. The reciprocal ranks
+    are summed rank by rank in rank order, so the same counts give the same float however they
+    were gathered (live or from the per-day rollup)."""
+    n_hits = sum(hits.values())
     reciprocal = 0.0
-    for best in hits:
-        n_hits += 1
-        if best:
-            reciprocal += 1.0 / best
+    for best in sorted(rank for rank in hits if rank):
+        reciprocal += hits[best] / best
     rows = sorted((row for row in ranks if row.rank is not None), key=lambda row: row.rank)
     return {
         "sessions": sessions,
@@ -61,12 +69,13 @@ def evaluate(ranks: Iterable[RankRow], sessions: int, hits: Iterable[int | None]
 
 @dataclass(frozen=True, slots=True)
 class DayRows:
-    """:func:`evaluate`'s arguments for the sessions of one day (``hits`` and ``ranks`` are
-    filled by the selector)."""
+    """:func:`evaluate_counts`'s arguments for the sessions of one day (``hits``: sessions with a
+    used injection by their best used rank; ``hits`` and ``ranks`` are filled by the selector
+    or read from the per-day rollup)."""
 
     ranks: list[RankRow]
     sessions: int
-    hits: list[int | None]
+    hits: Counter
 
 
 def merge_days(days: Iterable[DayRows]) -> DayRows:
@@ -74,10 +83,10 @@ def merge_days(days: Iterable[DayRows]) -> DayRows:
     sessions and hits add up, and each rank's counts and token sums add up."""
     by_rank: dict[int | None, list[int]] = {}
     sessions = 0
-    hits: list[int | None] = []
+    hits: Counter = Counter()
     for day in days:
         sessions += day.sessions
-        hits.extend(day.hits)
+        hits.update(day.hits)
         for row in day.ranks:
             acc = by_rank.setdefault(row.rank, [0, 0, 0, 0])
             acc[0] += row.injections
@@ -92,8 +101,8 @@ def evaluate_daily(days: dict) -> dict:
     """``{day: evaluate(day's rows)}`` and the whole window's answer from the same rows:
     ``{"days": {...}, "window": evaluate(merge_days(...))}``."""
     return {
-        "days": {day: evaluate(rows.ranks, rows.sessions, rows.hits) for day, rows in days.items()},
-        "window": evaluate(*_args(merge_days(days.values()))),
+        "days": {day: evaluate_counts(*_args(rows)) for day, rows in days.items()},
+        "window": evaluate_counts(*_args(merge_days(days.values()))),
     }
 
 

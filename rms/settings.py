@@ -495,6 +495,8 @@ RMS_OTLP_MAX_BYTES = _seconds("RMS_OTLP_MAX_BYTES", 16 * 1024 * 1024)
 # The retention pass (feedback.retention) every RMS_RETENTION_EVERY s, into RMS_ARCHIVE_URL: a
 # folder, or any fsspec URL when fsspec is installed.
 RMS_RETENTION_EVERY = _seconds("RMS_RETENTION_EVERY", 3600)
+# The per-day retrieval rollup (feedback.retrieval_rollup) every RMS_RETRIEVAL_ROLLUP_EVERY s.
+RMS_RETRIEVAL_ROLLUP_EVERY = _seconds("RMS_RETRIEVAL_ROLLUP_EVERY", 3600)
 RMS_ARCHIVE_URL = env.str("RMS_ARCHIVE_URL", default=str(VAR_DIR / "archive"))
 
 # A beat message not started within its interval is dropped (the next one does the same work),
@@ -519,6 +521,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "feedback.tasks.retention_pass",
         "schedule": RMS_RETENTION_EVERY,
         "options": {"expires": RMS_RETENTION_EVERY},
+    },
+    "retrieval-rollup": {
+        "task": "feedback.tasks.retrieval_rollup",
+        "schedule": RMS_RETRIEVAL_ROLLUP_EVERY,
+        "options": {"expires": RMS_RETRIEVAL_ROLLUP_EVERY},
     },
     "task-reconcile": {
         "task": "feedback.tasks.reconcile_task_runs",

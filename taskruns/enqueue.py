@@ -29,6 +29,7 @@ SWEEP_OBJECTS = "feedback.tasks.sweep_objects"
 SWEEP_ALL = "feedback.tasks.sweep_all"
 SNAPSHOT_METRICS = "feedback.tasks.snapshot_metrics"
 RETENTION_PASS = "feedback.tasks.retention_pass"
+RETRIEVAL_ROLLUP = "feedback.tasks.retrieval_rollup"
 RECONCILE_TASK_RUNS = "feedback.tasks.reconcile_task_runs"
 
 

@@ -256,6 +256,17 @@ def retention_pass() -> dict:
 RETENTION_LOCK = "rms:retention-pass"
 
 
+@shared_task(name=enqueue.RETRIEVAL_ROLLUP, **TASK_OPTIONS)
+def retrieval_rollup() -> dict:
+    """Beat, every RMS_RETRIEVAL_ROLLUP_EVERY s: ``feedback.retrieval_rollup.rollup_all`` (the
+    per-day retrieval sums of the finished days; recomputes whole days, so idempotent)."""
+    from django.utils import timezone
+
+    from feedback import retrieval_rollup
+
+    return retrieval_rollup.rollup_all(timezone.now())
+
+
 @shared_task(name=enqueue.RECONCILE_TASK_RUNS, **TASK_OPTIONS)
 def reconcile_task_runs() -> dict:
     """Beat, every RMS_RECONCILE_EVERY s: ``runs.reconcile``. Returns its counts."""

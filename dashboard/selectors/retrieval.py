@@ -1,10 +1,11 @@
 """Reads of the retrieval-quality page and the overview's retrieval card: per-day retrieval
-quality (docs/METRICS.md) over the last days, from the injections and signals themselves.
+quality (docs/METRICS.md) over the last days.
 
-One call is four grouped queries over the (namespace, ts) index of the window's days
-(``feedback.selectors.retrieval_rows_daily``), evaluated by the pure function the API answers
-with, and cached like the overview's metrics; ``dashboard.tasks.warm_overview`` computes the
-overview's card ahead while the overview is watched, so its requests do not rescan.
+The finished days are read from the per-day rollup and only the last days are computed live,
+by four grouped queries over the (namespace, ts) index (``feedback.retrieval_rollup``);
+evaluated by the pure function the API answers with, and cached like the overview's metrics;
+``dashboard.tasks.warm_overview`` computes the overview's card ahead while the overview is
+watched, so its requests do not rescan.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.core.cache import cache
 
 from dashboard.selectors.overview import METRICS_CACHE_SECONDS, WARM_SECONDS, _cache_key
 from feedback import metrics, retrieval_quality
-from feedback.selectors import retrieval_rows_daily
+from feedback.retrieval_rollup import retrieval_days
 
 #: The windows the page offers, in days; the overview's card shows the first.
 WINDOW_DAYS = (7, 14, 30, 90)
@@ -64,7 +65,7 @@ def retrieval_trend(
     if cached is not None:
         return cached
     since, until, day_list = day_bounds(days, now)
-    rows = retrieval_rows_daily(namespace, since, until, actor_id)
+    rows = retrieval_days(namespace, since, until, actor_id)
     answer = retrieval_quality.evaluate_daily(rows)
     trend = RetrievalTrend(
         days=day_list,

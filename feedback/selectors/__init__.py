@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections import Counter
 from datetime import date, datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
@@ -215,41 +216,61 @@ def retrieval_rows_daily(
     """``retrieval_rows`` per UTC day of the window, in four grouped queries whatever its
     length. A session's injections all carry its ts, so each session falls in exactly one day
     and the days add up to the window (``retrieval_quality.merge_days``)."""
+    grouped = _retrieval_rows_grouped(namespace, since, until, actor_id, ())
+    return {key[0]: rows for key, rows in grouped.items()}
+
+
+def retrieval_rows_daily_by_client(
+    namespace, since: datetime | None = None, until: datetime | None = None
+) -> dict[tuple[date, int], retrieval_quality.DayRows]:
+    """``retrieval_rows_daily`` per (UTC day, API client id that recorded the sessions): what
+    the per-day rollup stores (``feedback.retrieval_rollup``)."""
+    return _retrieval_rows_grouped(namespace, since, until, None, ("session__client_id",))
+
+
+def _retrieval_rows_grouped(namespace, since, until, actor_id, extra: tuple) -> dict:
+    """``{(day, *extra values): DayRows}`` in four grouped queries, sorted."""
     injections, used = _retrieval_sets(namespace, since, until, actor_id)
     injections = injections.annotate(day=TruncDate("ts"))
     used = used.annotate(day=TruncDate("ts"))
+    keys = ("day", *extra)
+    n = len(keys)
     per_rank = {
-        (day, rank): (n, tokens or 0)
-        for day, rank, n, tokens in injections.values_list("day", "rank_position")
+        tuple(row[: n + 1]): (row[n + 1], row[n + 2] or 0)
+        for row in injections.values_list(*keys, "rank_position")
         .annotate(n=Count("*"), tokens=Sum("token_cost"))
         .order_by()
     }
     used_per_rank = {
-        (day, rank): (n, tokens or 0)
-        for day, rank, n, tokens in used.values_list("day", "rank_position")
+        tuple(row[: n + 1]): (row[n + 1], row[n + 2] or 0)
+        for row in used.values_list(*keys, "rank_position")
         .annotate(n=Count("*"), tokens=Sum("token_cost"))
         .order_by()
     }
-    sessions = dict(
-        injections.values_list("day")
+    sessions = (
+        injections.values_list(*keys)
         .annotate(n=Count("session_id", distinct=True))
-        .values_list("day", "n")
+        .values_list(*keys, "n")
         .order_by()
     )
-    days = {
-        day: retrieval_quality.DayRows([], n, []) for day, n in sessions.items() if day is not None
+    groups = {
+        tuple(row[:n]): retrieval_quality.DayRows([], row[n], Counter())
+        for row in sessions
+        if row[0] is not None
     }
-    for (day, rank), (n, tokens) in per_rank.items():
-        n_used, used_tokens = used_per_rank.get((day, rank), (0, 0))
-        days[day].ranks.append(retrieval_quality.RankRow(rank, n, n_used, tokens, used_tokens))
-    for day, best in (
-        used.values("day", "session_id")
+    for key_rank, (count, tokens) in per_rank.items():
+        n_used, used_tokens = used_per_rank.get(key_rank, (0, 0))
+        groups[key_rank[:n]].ranks.append(
+            retrieval_quality.RankRow(key_rank[n], count, n_used, tokens, used_tokens)
+        )
+    for row in (
+        used.values(*keys, "session_id")
         .annotate(best=Min("rank_position"))
-        .values_list("day", "best")
+        .values_list(*keys, "best")
         .order_by()
     ):
-        days[day].hits.append(best)
-    return dict(sorted(days.items()))
+        groups[tuple(row[:n])].hits[row[n]] += 1
+    return dict(sorted(groups.items()))
 
 
 def namespace_retrieval_quality(

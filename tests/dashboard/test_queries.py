@@ -20,14 +20,15 @@ pytestmark = pytest.mark.django_db
 #: page → queries: 3 for the login, then the page's own (see each view).
 PAGES = {
     # namespaces, objects and aggregates binned (2), the window's sessions and injections (2),
-    # the snapshot series, the alert history, the open alerts, the retrieval card's per-day
-    # injections, used injections, sessions and best used ranks (4)
-    "/": 15,
+    # the snapshot series, the alert history, the open alerts, the retrieval card's rollup mark
+    # and per-day injections, used injections, sessions and best used ranks (5)
+    "/": 16,
     # + the daily snapshot series of the "all" window
-    "/?window=all": 16,
-    # namespaces, the per-day injections, used injections, sessions and best used ranks
-    "/retrieval/?namespace=support": 8,
-    "/retrieval/?namespace=support&days=90&actor=writer-1": 8,
+    "/?window=all": 17,
+    # namespaces, the rollup mark (none here: all days live), the per-day injections, used
+    # injections, sessions and best used ranks
+    "/retrieval/?namespace=support": 9,
+    "/retrieval/?namespace=support&days=90&actor=writer-1": 9,
     # namespaces, count, page, tokens spent of the page
     "/review/?namespace=support": 6,
     "/review/?namespace=support&sort=tokens&dir=desc": 6,
