@@ -16,12 +16,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from erasure import tables
+from erasure import archive, tables
 from erasure.models import Erasure
 from rms import oplog, store
 from rms.errors import DomainError, Forbidden, NotFound
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
-from rms.redaction import ERASURE_OP, pseudonym, receipt_mac
+from rms.redaction import ERASURE_OP, Rule, pseudonym, receipt_mac
 from rms.replay import iso
 from rms.verification import erasure_key
 from taskruns import runs
@@ -156,6 +156,10 @@ def run(erasure_id, progress=None) -> dict:
         state=Erasure.RUNNING, started_at=timezone.now()
     )
     try:
+        pending = Erasure.objects.select_related("namespace").get(pk=erasure_id)
+        # the archive first, outside the transaction: its files are rewritten and its manifest
+        # records what the receipt must list, so a rerun after a kill lists it once
+        archived = None if pending.state == Erasure.COMPLETED else _erase_archive(pending)
         with transaction.atomic():
             erasure = (
                 Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
@@ -163,7 +167,7 @@ def run(erasure_id, progress=None) -> dict:
             if erasure.state == Erasure.COMPLETED:
                 return receipt_out(erasure)
             ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
-            _erase(erasure, ns)
+            _erase(erasure, ns, archived)
     except Exception as exc:
         # rolled back: nothing was erased; the receipt says so, and a retry starts over
         Erasure.objects.filter(pk=erasure_id).exclude(state=Erasure.COMPLETED).update(
@@ -177,16 +181,27 @@ def run(erasure_id, progress=None) -> dict:
     return receipt_out(erasure)
 
 
-def _erase(erasure: Erasure, ns: Namespace) -> None:
-    kind, subject = erasure.subject_kind, erasure.pending_subject
+def _rule(erasure: Erasure, ns: Namespace) -> tuple[tables.Scope, Rule]:
+    scope = tables.scope_of(erasure.subject_kind, erasure.pending_subject, ns)
+    return scope, tables.rule_for(erasure.subject_kind, scope, erasure_key())
+
+
+def _erase_archive(erasure: Erasure) -> dict:
+    return archive.erase_archive(erasure, _rule(erasure, erasure.namespace)[1])
+
+
+def _erase(erasure: Erasure, ns: Namespace, archived: dict | None) -> None:
+    kind = erasure.subject_kind
     key = erasure_key()
-    scope = tables.scope_of(kind, subject, ns)
-    rule = tables.rule_for(kind, scope, key)
+    scope, rule = _rule(erasure, ns)
     strings = tables.erased_strings(scope, rule)
     object_ids = list(scope.objects.values_list("pk", flat=True))
-    listed = tables.redact_operations(scope, rule)
+    archived = archived or {"redacted": [], "chains": []}
+    listed = [*archived["redacted"], *tables.redact_operations(scope, rule)]
     counts = {
         "operations": len(listed),
+        "archived_operations": len(archived["redacted"]),
+        "checkpoints": tables.redact_checkpoints(archived["chains"], rule),
         "objects": tables.redact_objects(scope, rule),
         "actor_columns": tables.redact_actor_columns(scope, rule),
         "sessions": tables.redact_sessions(scope, rule),
