@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.core.cache import cache
 
 from erasure.models import Erasure
 from rms.archive import MANIFEST, Archive
@@ -35,6 +39,25 @@ from rms.redaction import (
 )
 
 Row = dict
+#: How long an erasure waits for a retention pass to finish before it fails (and is retried).
+LOCK_WAIT = 600
+
+
+@contextmanager
+def retention_paused(wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the retention pass's lock from the archive rewrite to the receipt's commit: a pass
+    in between would archive log rows not yet redacted, or write the manifest over ours."""
+    from taskruns.tasks import RETENTION_LOCK  # the tasks module imports the erasure run
+
+    deadline = time.monotonic() + wait
+    while not cache.add(RETENTION_LOCK, 1, wait):
+        if time.monotonic() > deadline:
+            raise TimeoutError("a retention pass holds the archive; the erasure will be retried")
+        time.sleep(1)
+    try:
+        yield
+    finally:
+        cache.delete(RETENTION_LOCK)
 
 
 def _op_in_scope(kind: str, subject: str) -> Callable[[Row], bool]:

@@ -29,6 +29,7 @@ from taskruns.models import TaskRun
 
 TASK_KIND = "erasure"
 ACTOR_TYPE = "SYSTEM_PROCESS"
+FAILED = "Not erased (nothing was changed in the database; a retry completes it):"
 NOTHING = "Nothing to erase: the subject is already erased or holds no personal data here."
 
 
@@ -156,29 +157,34 @@ def run(erasure_id, progress=None) -> dict:
         state=Erasure.RUNNING, started_at=timezone.now()
     )
     try:
-        pending = Erasure.objects.select_related("namespace").get(pk=erasure_id)
-        # the archive first, outside the transaction: its files are rewritten and its manifest
-        # records what the receipt must list, so a rerun after a kill lists it once
-        archived = None if pending.state == Erasure.COMPLETED else _erase_archive(pending)
-        with transaction.atomic():
-            erasure = (
-                Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
-            )
-            if erasure.state == Erasure.COMPLETED:
-                return receipt_out(erasure)
-            ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
-            _erase(erasure, ns, archived)
+        with archive.retention_paused():
+            pending = Erasure.objects.select_related("namespace").get(pk=erasure_id)
+            # the archive first, outside the transaction: its files are rewritten and its
+            # manifest records what the receipt must list, so a rerun after a kill lists it once
+            archived = None if pending.state == Erasure.COMPLETED else _erase_archive(pending)
+            _commit(erasure_id, archived)
     except Exception as exc:
-        # rolled back: nothing was erased; the receipt says so, and a retry starts over
+        # rolled back: nothing in the database was erased (the archive part, if written, is
+        # recorded in its manifest); the receipt says so, and a retry completes it
         Erasure.objects.filter(pk=erasure_id).exclude(state=Erasure.COMPLETED).update(
             state=Erasure.FAILED,
-            message=f"Not erased (nothing was changed; a retry starts over): {exc}"[:300],
+            message=f"{FAILED} {exc}"[:300],
         )
         raise
     store.forget_overwritten()
     if progress is not None:
         progress(1.0)
-    return receipt_out(erasure)
+    return receipt_out(Erasure.objects.select_related("namespace").get(pk=erasure_id))
+
+
+def _commit(erasure_id, archived: dict | None) -> None:
+    """The log's part, the receipt and the receipt row's state: one transaction."""
+    with transaction.atomic():
+        erasure = Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
+        if erasure.state == Erasure.COMPLETED:
+            return
+        ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
+        _erase(erasure, ns, archived)
 
 
 def _rule(erasure: Erasure, ns: Namespace) -> tuple[tables.Scope, Rule]:
