@@ -7,6 +7,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,6 +31,9 @@ from taskruns import tasks
 from taskruns.models import TaskRun
 from tests.erasure.conftest import ALICE, CONTENT, EVIDENCE, TAG, chain_result, erase
 from tests.factories import HUMAN, T0, api_object, post, session
+from tests.servers import subprocess_database_url
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NOW = T0 + timedelta(days=2)
 #: Sessions an hour apart from T0 + 1 h; a retention of one day at NOW cuts at T0 + 24 h.
@@ -223,3 +231,61 @@ def test_a_run_killed_after_the_archive_rewrite_completes_once(
     for batch in manifest["batches"]:
         assert {f["name"] for f in batch["files"].values()} <= names
     assert FeedbackSession.objects.exists()
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    import django
+    django.setup()
+    from erasure import services
+    def killed(*args):  # the archive is rewritten and its manifest written; no receipt yet
+        os.kill(os.getpid(), signal.SIGKILL)
+    services._commit = killed
+    services.run(sys.argv[1])
+    """
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sigkilled_between_the_archive_and_the_receipt_then_rerun(
+    client_api, admin_api, archive_dir, settings
+):
+    build(client_api)
+    archive_pass()
+    body = {"subject": {"kind": "actor", "id": ALICE}, "namespace": "support", "reason": "x"}
+    erasure_id = admin_api.post("/api/v1/erasures", body, format="json").json()["id"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "DJANGO_SETTINGS_MODULE": "rms.settings",
+        "RMS_ARCHIVE_URL": settings.RMS_ARCHIVE_URL,
+        "RMS_VAR_DIR": str(settings.VAR_DIR),
+        "SECRET_KEY": settings.SECRET_KEY,
+        "RMS_ERASURE_KEY": settings.RMS_ERASURE_KEY,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, erasure_id], env=env, cwd=ROOT, capture_output=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    written = json.loads((archive_dir / "manifest.json").read_text())["erasures"][erasure_id]
+    assert written["redacted"] and ALICE not in archive_text(archive_dir)
+    assert ALICE in database_text()
+    assert Erasure.objects.get(pk=erasure_id).state == Erasure.RUNNING
+    # the killed worker's lock would expire with its TTL; the test does not wait for it
+    from django.core.cache import cache
+
+    from taskruns.tasks import RETENTION_LOCK
+
+    cache.delete(RETENTION_LOCK)
+
+    assert services.run(erasure_id)["state"] == Erasure.COMPLETED
+
+    receipt = admin_api.get(f"/api/v1/erasures/{erasure_id}").json()
+    pairs = receipt_pairs(receipt)
+    assert len(pairs) == len({h for h, _ in pairs})
+    assert {tuple(p) for p in written["redacted"]} <= {tuple(p) for p in pairs}
+    assert ALICE not in database_text() and ALICE not in archive_text(archive_dir)
+    assert verify_archive("support")["ok"], verify_archive("support")
+    assert chain_result()["ok"]
+    assert verification.verify_replay_all()["ok"]
