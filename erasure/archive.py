@@ -44,13 +44,17 @@ LOCK_WAIT = 600
 
 
 @contextmanager
-def retention_paused(wait: float = LOCK_WAIT) -> Iterator[None]:
+def retention_paused(erasure_id, wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the retention pass's lock from the archive rewrite to the receipt's commit: a pass
-    in between would archive log rows not yet redacted, or write the manifest over ours."""
+    in between would archive log rows not yet redacted, or write the manifest over ours. The
+    lock names the erasure, so the rerun of a killed run takes over the lock it left."""
     from taskruns.tasks import RETENTION_LOCK  # the tasks module imports the erasure run
 
+    owner = f"erasure:{erasure_id}"
     deadline = time.monotonic() + wait
-    while not cache.add(RETENTION_LOCK, 1, wait):
+    while not cache.add(RETENTION_LOCK, owner, wait):
+        if cache.get(RETENTION_LOCK) == owner:
+            break
         if time.monotonic() > deadline:
             raise TimeoutError("a retention pass holds the archive; the erasure will be retried")
         time.sleep(1)

@@ -157,7 +157,7 @@ def run(erasure_id, progress=None) -> dict:
         state=Erasure.RUNNING, started_at=timezone.now()
     )
     try:
-        with archive.retention_paused():
+        with archive.retention_paused(erasure_id):
             pending = Erasure.objects.select_related("namespace").get(pk=erasure_id)
             # the archive first, outside the transaction: its files are rewritten and its
             # manifest records what the receipt must list, so a rerun after a kill lists it once
