@@ -16,12 +16,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from erasure import tables
+from erasure import archive, tables
 from erasure.models import Erasure
 from rms import oplog, store
 from rms.errors import DomainError, Forbidden, NotFound
 from rms.models import ApiClient, MemoryObject, Namespace, Operation
-from rms.redaction import ERASURE_OP, pseudonym, receipt_mac
+from rms.redaction import ERASURE_OP, Rule, pseudonym, receipt_mac
 from rms.replay import iso
 from rms.verification import erasure_key
 from taskruns import runs
@@ -29,6 +29,7 @@ from taskruns.models import TaskRun
 
 TASK_KIND = "erasure"
 ACTOR_TYPE = "SYSTEM_PROCESS"
+FAILED = "Not erased (nothing was changed in the database; a retry completes it):"
 NOTHING = "Nothing to erase: the subject is already erased or holds no personal data here."
 
 
@@ -160,37 +161,57 @@ def run(erasure_id, progress=None) -> dict:
         state=Erasure.RUNNING, started_at=timezone.now()
     )
     try:
-        with transaction.atomic():
-            erasure = (
-                Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
-            )
-            if erasure.state == Erasure.COMPLETED:
-                return receipt_out(erasure)
-            ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
-            _erase(erasure, ns)
+        with archive.retention_paused(erasure_id):
+            pending = Erasure.objects.select_related("namespace").get(pk=erasure_id)
+            # the archive first, outside the transaction: its files are rewritten and its
+            # manifest records what the receipt must list, so a rerun after a kill lists it once
+            archived = None if pending.state == Erasure.COMPLETED else _erase_archive(pending)
+            _commit(erasure_id, archived)
     except Exception as exc:
-        # rolled back: nothing was erased; the receipt says so, and a retry starts over
+        # rolled back: nothing in the database was erased (the archive part, if written, is
+        # recorded in its manifest); the receipt says so, and a retry completes it
         Erasure.objects.filter(pk=erasure_id).exclude(state=Erasure.COMPLETED).update(
             state=Erasure.FAILED,
-            message=f"Not erased (nothing was changed; a retry starts over): {exc}"[:300],
+            message=f"{FAILED} {exc}"[:300],
         )
         raise
     store.forget_overwritten()
     if progress is not None:
         progress(1.0)
-    return receipt_out(erasure)
+    return receipt_out(Erasure.objects.select_related("namespace").get(pk=erasure_id))
 
 
-def _erase(erasure: Erasure, ns: Namespace) -> None:
-    kind, subject = erasure.subject_kind, erasure.pending_subject
+def _commit(erasure_id, archived: dict | None) -> None:
+    """The log's part, the receipt and the receipt row's state: one transaction."""
+    with transaction.atomic():
+        erasure = Erasure.objects.select_for_update().select_related("namespace").get(pk=erasure_id)
+        if erasure.state == Erasure.COMPLETED:
+            return
+        ns = Namespace.objects.select_for_update().get(pk=erasure.namespace_id)
+        _erase(erasure, ns, archived)
+
+
+def _rule(erasure: Erasure, ns: Namespace) -> tuple[tables.Scope, Rule]:
+    scope = tables.scope_of(erasure.subject_kind, erasure.pending_subject, ns)
+    return scope, tables.rule_for(erasure.subject_kind, scope, erasure_key())
+
+
+def _erase_archive(erasure: Erasure) -> dict:
+    return archive.erase_archive(erasure, _rule(erasure, erasure.namespace)[1])
+
+
+def _erase(erasure: Erasure, ns: Namespace, archived: dict | None) -> None:
+    kind = erasure.subject_kind
     key = erasure_key()
-    scope = tables.scope_of(kind, subject, ns)
-    rule = tables.rule_for(kind, scope, key)
+    scope, rule = _rule(erasure, ns)
     strings = tables.erased_strings(scope, rule)
     object_ids = list(scope.objects.values_list("pk", flat=True))
-    listed = tables.redact_operations(scope, rule)
+    archived = archived or {"redacted": [], "chains": []}
+    listed = [*archived["redacted"], *tables.redact_operations(scope, rule)]
     counts = {
         "operations": len(listed),
+        "archived_operations": len(archived["redacted"]),
+        "checkpoints": tables.redact_checkpoints(archived["chains"], rule),
         "objects": tables.redact_objects(scope, rule),
         "actor_columns": tables.redact_actor_columns(scope, rule),
         "sessions": tables.redact_sessions(scope, rule),

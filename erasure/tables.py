@@ -17,6 +17,7 @@ from feedback.models import FeedbackSession, SignalRecord
 from otlp.models import OtlpSpan, OtlpTrace
 from rms import store
 from rms.models import (
+    ChainCheckpoint,
     IdempotencyRecord,
     MemoryObject,
     Namespace,
@@ -25,7 +26,17 @@ from rms.models import (
     SessionTally,
 )
 from rms.oplog import row_for_hash
-from rms.redaction import ERASURE_OP, OBJECT_ERASED_OP, Rule, residual_digest
+from rms.redaction import (
+    ERASURE_OP,
+    OBJECT_ERASED_OP,
+    Rule,
+    redact_fold,
+    redact_op,
+    redact_session,
+    redact_signal,
+    rename_tally_keys,
+    residual_digest,
+)
 
 #: Rows read and written per round trip (the store writes a batch with one COPY).
 BATCH = 5000
@@ -94,11 +105,10 @@ def redact_operations(scope: Scope, rule: Rule) -> list[list[str]]:
     listed: list[list[str]] = []
     changed: list[Operation] = []
     for op in scope.operations.order_by("seq").iterator(BATCH):
-        payload, state = rule.scrub(op.payload), rule.scrub(op.state)
-        actor = rule.actor(op.actor_id)
-        if payload == op.payload and state == op.state and actor == op.actor_id:
+        redacted = redact_op(rule, op.payload, op.state, op.actor_id)
+        if redacted is None:
             continue
-        op.payload, op.state, op.actor_id = payload, state, actor
+        op.payload, op.state, op.actor_id = redacted
         listed.append([op.hash, residual_digest(row_for_hash(op))])
         changed.append(op)
         if len(changed) >= BATCH:
@@ -161,10 +171,7 @@ def redact_tallies(scope: Scope, rule: Rule) -> int:
     tallies = SessionTally.objects.filter(object__namespace=scope.namespace)
 
     def change(t: SessionTally) -> bool:
-        renamed = {}
-        for key, count in t.repeats.items():
-            actor, sep, signal = key.partition("\x1f")
-            renamed[f"{rule.actor(actor)}{sep}{signal}"] = count
+        renamed = rename_tally_keys(rule, t.repeats)
         if renamed == t.repeats:
             return False
         t.repeats = renamed
@@ -176,7 +183,9 @@ def redact_tallies(scope: Scope, rule: Rule) -> int:
 def redact_sessions(scope: Scope, rule: Rule) -> int:
     def change(s: FeedbackSession) -> bool:
         before = (s.context_text, s.context_tags, s.record)
-        s.context_text, s.context_tags, s.record = "", [], rule.scrub(s.record)
+        s.context_text, s.context_tags, s.record = redact_session(
+            rule, s.context_text, s.context_tags, s.record
+        )
         return before != (s.context_text, s.context_tags, s.record)
 
     return _rewrite(scope.sessions, ["context_text", "context_tags", "record"], change)
@@ -185,7 +194,7 @@ def redact_sessions(scope: Scope, rule: Rule) -> int:
 def redact_signals(scope: Scope, rule: Rule) -> int:
     def change(s: SignalRecord) -> bool:
         before = (s.reason, s.actor_id)
-        s.reason, s.actor_id = "", rule.actor(s.actor_id)
+        s.reason, s.actor_id = redact_signal(rule, s.reason, s.actor_id)
         return before != (s.reason, s.actor_id)
 
     return _rewrite(scope.signals, ["reason", "actor_id"], change)
@@ -271,3 +280,15 @@ def erased_strings(scope: Scope, rule: Rule) -> set[str]:
     if scope.actors:
         out.update(scope.actors)
     return {s for s in out if isinstance(s, str) and len(s) >= 3}
+
+
+def redact_checkpoints(target_ids: list[str], rule: Rule) -> int:
+    """The retention checkpoints' folds of the chains whose archived operations were redacted
+    (``erasure.archive``): the log's replay continues from them, as from the archive's."""
+
+    def change(cp: ChainCheckpoint) -> bool:
+        before = cp.fold
+        cp.fold = redact_fold(rule, cp.fold)
+        return before != cp.fold
+
+    return _rewrite(ChainCheckpoint.objects.filter(target_id__in=target_ids), ["fold"], change)

@@ -64,6 +64,11 @@ class Archive:
             fh.write(data)
         self._fs.mv(tmp, self.path(name))
 
+    def remove(self, name: str) -> None:
+        """Delete ``name`` (nothing when it is already gone)."""
+        if self.exists(name):
+            self._fs.rm(self.path(name))
+
     def size(self) -> int:
         """Bytes of every file the manifest names (0 without a manifest)."""
         manifest = self.manifest()
@@ -131,6 +136,9 @@ class _LocalFS:
 
     def mv(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+
+    def rm(self, path: str) -> None:
+        os.remove(path)
 
 
 def _filesystem(url: str) -> Any:

@@ -150,3 +150,45 @@ class LazyRegistry:
         if self._registry is None:
             self._registry = self._load()
         return self._registry
+
+
+# --- the personal fields of each kind of row: one definition, for the database and the archive --
+
+
+def redact_op(rule: Rule, payload: Any, state: Any, actor_id: str) -> tuple[Any, Any, str] | None:
+    """An operation's ``(payload, state, actor_id)`` without its personal fields, or None when
+    the rule changes nothing (an operation already redacted stays as it is)."""
+    out = (rule.scrub(payload), rule.scrub(state), rule.actor(actor_id))
+    return None if out == (payload, state, actor_id) else out
+
+
+def redact_session(rule: Rule, context_text: str, context_tags: list, record: Any) -> tuple:
+    """A feedback session's ``(context_text, context_tags, record)`` without personal fields."""
+    return "", [], rule.scrub(record)
+
+
+def redact_signal(rule: Rule, reason: str, actor_id: str) -> tuple[str, str]:
+    """A signal record's ``(reason, actor_id)`` without personal fields."""
+    return "", rule.actor(actor_id)
+
+
+def rename_tally_keys(rule: Rule, repeats: dict) -> dict:
+    """Per-session repeat tallies keyed ``actor \\x1f signal type``: the actor part renamed as
+    in the log, so replay and a later signal still meet the same key."""
+    renamed = {}
+    for key, count in repeats.items():
+        actor, sep, signal = key.partition("\x1f")
+        renamed[f"{rule.actor(actor)}{sep}{signal}"] = count
+    return renamed
+
+
+def redact_fold(rule: Rule, fold: dict | None) -> dict | None:
+    """A replay fold stored at a retention cut (``rms.replay.fold_to_json`` plus ``state_op``)
+    as the redacted archived operations replay to: its state scrubbed, its tallies renamed."""
+    if not fold:
+        return fold
+    tallies = {
+        sid: {**t, "repeats": rename_tally_keys(rule, t["repeats"])}
+        for sid, t in fold.get("tallies", {}).items()
+    }
+    return {**fold, "state": rule.scrub(fold.get("state")), "tallies": tallies}

@@ -495,6 +495,15 @@ def accepted_redaction(op, redactions: LazyRegistry) -> bool:
     """Whether a stored operation whose content no longer gives its hash is an accepted
     redaction: a later valid ERASURE lists its hash with the digest of what it holds now. An
     ERASURE operation itself is never redactable."""
-    if op.op_type == ERASURE_OP:
+    return redaction_accepted(op.op_type, op.seq, op.hash, row_for_hash(op), redactions)
+
+
+def redaction_accepted(
+    op_type: str, seq: int, stored_hash: str, row: dict, redactions: LazyRegistry
+) -> bool:
+    """The acceptance rule for a redacted operation, wherever it is stored (the log here, the
+    archive's Parquet files in ``rms.archive_verify``): not an ERASURE, and listed by a later
+    valid receipt with the digest of ``row`` (its hashed form) as it is now."""
+    if op_type == ERASURE_OP:
         return False
-    return redactions.get().accepts(op.seq, op.hash, row_for_hash(op))
+    return redactions.get().accepts(seq, stored_hash, row)
