@@ -13,7 +13,7 @@ import pytest
 from rms_client import RMSClient
 
 from tests.client.conftest import FAST
-from tests.client.test_mirror import check_equal, new_objects, session
+from tests.client.mirrors import check_equal, new_objects, session
 from tests.factories import make_client
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from feedback.selectors import namespace_retrieval_quality, retrieval_rows_daily
 from rms.models import Namespace
 from taskruns import tasks
 from tests.dashboard.conftest import login, record, session_body
-from tests.dashboard.test_retrieval_page import DAY1, DAY2, DAY3, NOW, build_fixture
+from tests.dashboard.retrieval_fixture import DAY1, DAY2, DAY3, NOW, build_fixture
 from tests.factories import make_client, make_object
 
 METRICS = ("sessions", "hit_rate", "mrr", "precision_at_rank", "wasted_tokens_by_rank",
