@@ -47,10 +47,14 @@ def pg_dump() -> str:
 
 
 def sqlite_bytes() -> bytes:
-    """The database file and its write-ahead log, as they are on disk."""
+    """The database file and its write-ahead log, as they are on disk.
+
+    Read by another process: closing any descriptor of the file in this one would drop the
+    POSIX locks SQLite's connection holds on it, and the test database is then corrupted for
+    every later test (SQLite's "How to corrupt a database", section 2.2)."""
     name = Path(connection.settings_dict["NAME"])
-    files = [name, name.with_name(name.name + "-wal")]
-    return b"".join(f.read_bytes() for f in files if f.exists())
+    files = [str(f) for f in (name, name.with_name(name.name + "-wal")) if f.exists()]
+    return subprocess.run(["cat", *files], capture_output=True, check=True).stdout
 
 
 @pytest.mark.django_db(transaction=True)
