@@ -22,17 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ingest  # noqa: E402
 import common  # noqa: E402
 
-
-def vacuum(statement: str) -> None:
-    """VACUUM runs outside a transaction: an autocommit connection."""
-    import psycopg
-
-    with psycopg.connect(
-        host=common.HOST, port=common.PG_PORT, user="postgres", dbname=DB, autocommit=True
-    ) as conn:
-        conn.execute(statement)
-
-
 DB = "rms_bench_disk"
 
 SIZES = """
@@ -48,7 +37,7 @@ WHERE c.relkind IN ('r', 'i')
 
 
 def measure() -> dict[str, dict]:
-    vacuum("VACUUM (FULL, ANALYZE)")
+    common.vacuum("VACUUM (FULL, ANALYZE)", db=DB)
     out: dict[str, dict] = {}
     for name, kind, table, size in common.sql(SIZES, db=DB):
         out[name] = {"kind": kind, "table": table, "bytes": int(size)}

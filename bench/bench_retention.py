@@ -27,17 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ingest  # noqa: E402
 import common  # noqa: E402
 
-
-def vacuum(statement: str) -> None:
-    """VACUUM runs outside a transaction: an autocommit connection."""
-    import psycopg
-
-    with psycopg.connect(
-        host=common.HOST, port=common.PG_PORT, user="postgres", dbname=DB, autocommit=True
-    ) as conn:
-        conn.execute(statement)
-
-
 DB = "rms_bench_retention"
 BATCH = 500
 OPS_PER_SESSION = 24
@@ -80,7 +69,7 @@ def create_objects(api: common.Api, n: int, days: int) -> list[str]:
 
 
 def db_size() -> int:
-    vacuum("VACUUM FULL")
+    common.vacuum("VACUUM FULL", db=DB)
     return common.sql("SELECT pg_database_size(current_database())", db=DB)[0][0]
 
 

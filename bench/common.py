@@ -131,6 +131,17 @@ def sql(query: str, params: Sequence = (), db: str = BENCH_DB) -> list[tuple]:
         return conn.execute(query, params).fetchall()
 
 
+def vacuum(statement: str, db: str = BENCH_DB) -> None:
+    """Run a VACUUM on the benchmark database: outside a transaction, on an autocommit
+    connection."""
+    import psycopg
+
+    with psycopg.connect(
+        host=HOST, port=PG_PORT, user="postgres", dbname=db, autocommit=True
+    ) as conn:
+        conn.execute(statement)
+
+
 def _run(command: list[str], what: str, db: str, timeout: float) -> str:
     """Run ``command`` against the benchmark database; its stdout, or an error with its output."""
     proc = subprocess.run(
