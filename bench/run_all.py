@@ -79,7 +79,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str], int]] = [
     ),
     (
         "bench_retrieval.py",
-        ["--seeds", "0", "1", "2", "3", "4", "100", "101", "102"],
+        ["--seeds", "0", "1", "2", "3", "4", "100", "101", "102", "103", "104"],
         ["--seeds", "0", "--sessions", "10"],
         1200,
     ),
