@@ -314,8 +314,11 @@ class SuppressedView(APIView):
             kw["salience_below"] = salience_below
         if k is not None:
             kw["k"] = k
+        size = pagination.page_size(request)
+        offset = pagination.offset_cursor(request)
         try:
             listed = suppressed.listing(ns, as_of, **kw)
+            page = suppressed.with_objects(listed.findings[offset : offset + size])
         except suppressed.ListingPending as pending:
             return Response(
                 {
@@ -328,9 +331,6 @@ class SuppressedView(APIView):
                 headers={"Retry-After": str(pending.retry_after)},
             )
         profile, found = listed.profile, listed.findings
-        size = pagination.page_size(request)
-        offset = pagination.offset_cursor(request)
-        page = suppressed.with_objects(found[offset : offset + size])
         more = offset + size < len(found)
         return Response(
             {

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from datetime import datetime
@@ -141,19 +142,46 @@ class ListingPending(Exception):
         self.retry_after = retry_after
 
 
-class _Findings(Sequence):
-    """Cached findings as plain tuples (compact to store), made Findings only when read."""
+#: Findings stored per cache value. A page reads the listing's head and the one or two blocks
+#: it spans, not all of a namespace's tens of thousands of findings.
+BLOCK = 1000
 
-    def __init__(self, rows: list[tuple]):
-        self._rows = rows
+
+class _Findings(Sequence):
+    """A stored listing's findings, read block by block from the cache on slicing (stored as
+    plain tuples, compact; made Findings only when read). A block gone from the cache (evicted)
+    raises ``ListingPending`` after queueing nothing: the head is dropped so the next request
+    recomputes."""
+
+    def __init__(self, key: str, head: tuple):
+        self._key = key
+        self._stamp, self._count = head[3], head[2]
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [suppression.Finding(*row) for row in self._rows[index]]
-        return suppression.Finding(*self._rows[index])
+        if not isinstance(index, slice):
+            found = self[index : index + 1] if index >= 0 else self[index:][:1]
+            if not found:
+                raise IndexError(index)
+            return found[0]
+        start, stop, step = index.indices(self._count)
+        if start >= stop:
+            return []
+        first, last = start // BLOCK, (stop - 1) // BLOCK
+        keys = [_block_key(self._key, self._stamp, i) for i in range(first, last + 1)]
+        blocks = cache.get_many(keys)
+        if len(blocks) != len(keys):
+            cache.delete(self._key)
+            raise ListingPending()
+        rows = [row for k in keys for row in blocks[k]]
+        offset = first * BLOCK
+        return [suppression.Finding(*row) for row in rows[start - offset : stop - offset : step]]
+
+
+def _block_key(key: str, stamp: str, i: int) -> str:
+    return f"{key}:{stamp}:{i}"
 
 
 def _cache_key(
@@ -175,11 +203,15 @@ def _compute(
     ns: Namespace, key: str, salience_below: float, k: int, as_of: datetime | None = None
 ) -> tuple:
     """Score the namespace at ``as_of`` (default: now) and store the listing under ``key``:
-    (clock, computed at, finding tuples)."""
+    returns its head (clock, computed at, count, stamp of its blocks)."""
     computed_at = timezone.now()
     clock = computed_at if as_of is None else as_of
     _, found = suppressed_in(ns, clock, salience_below=salience_below, k=k)
-    entry = (clock, computed_at, [astuple(f) for f in found])
+    rows = [astuple(f) for f in found]
+    stamp = uuid.uuid4().hex[:12]
+    # The head last, so a reader never finds a head whose blocks are not stored yet; blocks
+    # are named by the computation, so an earlier head's reader keeps reading its own.
+    head = (clock, computed_at, len(rows), stamp)
     # A listing at ``as_of`` is only asked for by the client polling for it: kept as long as a
     # fresh one; the current listing is kept longer, to be served stale while recomputed.
     keep = (
@@ -187,8 +219,13 @@ def _compute(
         if as_of is None
         else settings.RMS_SUPPRESSED_CACHE_SECONDS
     )
-    cache.set(key, entry, keep)
-    return entry
+    blocks = {
+        _block_key(key, stamp, i // BLOCK): rows[i : i + BLOCK] for i in range(0, len(rows), BLOCK)
+    }
+    # A block outlives its head, so a head read just before it expires still finds them.
+    cache.set_many(blocks, keep + 60)
+    cache.set(key, head, keep)
+    return head
 
 
 def compute(ns_uid: str, salience_below: float, k: int, as_of: datetime | None = None) -> bool:
@@ -263,12 +300,13 @@ def listing(
         _watch(ns, salience_below, k)
     current = _cache_key(ns, profile, salience_below, k)
     key = current if as_of is None else _cache_key(ns, profile, salience_below, k, as_of)
-    entry = cache.get(key)
+    # ``source``: the key the listing's head is read from (its blocks are named after it).
+    entry, source = cache.get(key), key
     if entry is None and as_of is not None:
         # The current listing is exact at its own clock (a client asking again at ``now``).
         latest = cache.get(current)
         if latest is not None and latest[0] == as_of:
-            entry = latest
+            entry, source = latest, current
     aged = (
         entry is not None
         and as_of is None
@@ -278,15 +316,16 @@ def listing(
     if entry is None or aged or refresh:
         if _small(ns):
             entry, cached, aged = _compute(ns, key, salience_below, k, as_of), False, False
+            source = key
         else:
             refreshing = _queue(ns, key, salience_below, k, as_of)
             if entry is None:
                 raise ListingPending()
-    clock, computed_at, rows = entry
+    clock, computed_at = entry[0], entry[1]
     return Listing(
         profile,
         clock,
-        _Findings(rows),
+        _Findings(source, entry),
         cached=cached,
         computed_at=computed_at,
         stale=aged,

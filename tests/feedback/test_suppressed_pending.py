@@ -132,3 +132,31 @@ def test_a_real_worker_computes_what_the_202_asked_for(celery_worker, admin_api,
         ns, datetime.fromisoformat(body["now"])
     )
     assert suppression.DECAYED in body["results"][0]["reasons"]
+
+
+def test_pages_read_across_blocks_equal_the_whole_listing(admin_api, large, monkeypatch):
+    monkeypatch.setattr(selectors, "BLOCK", 3)  # blocks of 3 findings: pages of 4 span two
+    for i in range(11):
+        old(admin_api, f"old {i}", 30 + i)
+    compute_suppressed(str(large.uid), 0.05, 5, None)
+    pages, url = [], URL + "&page_size=4"
+    while url:
+        body = admin_api.get(url).json()
+        pages.append([r["id"] for r in body["results"]])
+        url = body["next"]
+    now = datetime.fromisoformat(body["now"])
+    assert [len(p) for p in pages] == [4, 4, 3]
+    assert [i for p in pages for i in p] == expected_ids(large, now)
+    # The dashboard's paginator reads the same blocks.
+    listed = selectors.listing(large)
+    assert [f.object_id for f in listed.findings[2:9]] == expected_ids(large, now)[2:9]
+    assert listed.findings[10].object_id == expected_ids(large, now)[10]
+    # A block evicted from the cache: the request is told to come back, not given a short page,
+    # and the next request queues a recomputation.
+    key = selectors._cache_key(large, namespace_profile(large), 0.05, 5)
+    cache.delete(selectors._block_key(key, cache.get(key)[3], 1))
+    assert admin_api.get(URL + "&page_size=2").status_code == 200  # block 0 only
+    assert admin_api.get(URL + "&page_size=4").status_code == 202  # blocks 0 and 1
+    assert admin_api.get(URL + "&page_size=2").status_code == 202  # queued
+    compute_suppressed(str(large.uid), 0.05, 5, None)
+    assert admin_api.get(URL + "&page_size=4").json()["count"] == 11
