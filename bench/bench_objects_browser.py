@@ -161,7 +161,12 @@ def _suppressed(web, token: str, repeat: int) -> None:
     def timed(label, values):
         rows.append((label, pct(values, 0.5), pct(values, 0.95), len(values)))
 
-    timed("nothing stored: 202, queued", [get(url, 202)[0] for _ in range(repeat)])
+    get("/api/v1/namespaces")  # the process's first request (imports, URL resolver): not timed
+    first, _ = get(url, 202)  # also opens this process's connection to the broker
+    timed(
+        "nothing stored: 202, queued (first of the process, opens the broker connection)", [first]
+    )
+    timed("nothing stored: 202, already queued", [get(url, 202)[0] for _ in range(repeat)])
     t = time.perf_counter()
     compute_suppressed(uid, 0.05, 5, None)
     worker = (time.perf_counter() - t) * 1000
@@ -183,8 +188,9 @@ def _suppressed(web, token: str, repeat: int) -> None:
         "`as_of` another clock: 202, queued",
         [get(f"{url}&as_of={at(other)}", 202)[0] for _ in range(repeat)],
     )
+    _page(web, token, "/suppressed/?namespace=support&refresh=1")  # first page: not timed
     timed(
-        "`refresh`-style recompute (page `refresh=1`): queued, stored served",
+        "page `/suppressed/?refresh=1`: queued, stored listing served (50 rows rendered)",
         [_page(web, token, "/suppressed/?namespace=support&refresh=1") for _ in range(repeat)],
     )
     settings.RMS_SUPPRESSED_CACHE_SECONDS = 1
