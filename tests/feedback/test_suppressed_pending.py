@@ -160,3 +160,19 @@ def test_pages_read_across_blocks_equal_the_whole_listing(admin_api, large, monk
     assert admin_api.get(URL + "&page_size=2").status_code == 202  # queued
     compute_suppressed(str(large.uid), 0.05, 5, None)
     assert admin_api.get(URL + "&page_size=4").json()["count"] == 11
+
+
+def test_a_web_process_knows_the_task_a_request_queues():
+    """Django set up as gunicorn does (no test module imported the task first): the name that
+    ``taskruns.enqueue`` publishes is registered, so a request's queueing does not fail."""
+    import subprocess
+    import sys
+
+    code = (
+        "import django; django.setup(); from rms.celery import app; "
+        "from taskruns import enqueue; print(enqueue.COMPUTE_SUPPRESSED in app.tasks)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "True", out.stderr
