@@ -145,13 +145,15 @@ class ListingPending(Exception):
 #: Findings stored per cache value. A page reads the listing's head and the one or two blocks
 #: it spans, not all of a namespace's tens of thousands of findings.
 BLOCK = 1000
+#: Seconds a recomputed listing's blocks stay readable after its head was replaced.
+SUPERSEDED_SECONDS = 60
 
 
 class _Findings(Sequence):
     """A stored listing's findings, read block by block from the cache on slicing (stored as
     plain tuples, compact; made Findings only when read). A block gone from the cache (evicted)
-    raises ``ListingPending`` after queueing nothing: the head is dropped so the next request
-    recomputes."""
+    raises ``ListingPending``, and the head, if still this listing's, is dropped so the next
+    request recomputes."""
 
     def __init__(self, key: str, head: tuple):
         self._key = key
@@ -173,7 +175,9 @@ class _Findings(Sequence):
         keys = [_block_key(self._key, self._stamp, i) for i in range(first, last + 1)]
         blocks = cache.get_many(keys)
         if len(blocks) != len(keys):
-            cache.delete(self._key)
+            head = cache.get(self._key)
+            if head is not None and head[3] == self._stamp:
+                cache.delete(self._key)  # still this listing: the next request recomputes
             raise ListingPending()
         rows = [row for k in keys for row in blocks[k]]
         offset = first * BLOCK
@@ -222,9 +226,15 @@ def _compute(
     blocks = {
         _block_key(key, stamp, i // BLOCK): rows[i : i + BLOCK] for i in range(0, len(rows), BLOCK)
     }
+    previous = cache.get(key)
     # A block outlives its head, so a head read just before it expires still finds them.
-    cache.set_many(blocks, keep + 60)
+    cache.set_many(blocks, keep + SUPERSEDED_SECONDS)
     cache.set(key, head, keep)
+    if previous is not None and previous[3] != stamp:
+        # The superseded listing's blocks: gone shortly (not at once: a request that read the
+        # old head a moment ago still reads its page), not kept for days per recomputation.
+        for i in range(-(-previous[2] // BLOCK)):
+            cache.touch(_block_key(key, previous[3], i), SUPERSEDED_SECONDS)
     return head
 
 

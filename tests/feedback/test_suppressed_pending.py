@@ -176,3 +176,24 @@ def test_a_web_process_knows_the_task_a_request_queues():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "True", out.stderr
+
+
+def test_a_recomputed_listing_drops_the_blocks_it_replaced(admin_api, large, monkeypatch):
+    monkeypatch.setattr(selectors, "BLOCK", 2)
+    monkeypatch.setattr(selectors, "SUPERSEDED_SECONDS", 1)
+    for i in range(5):
+        old(admin_api, f"old {i}", 30 + i)
+    key = selectors._cache_key(large, namespace_profile(large), 0.05, 5)
+    compute_suppressed(str(large.uid), 0.05, 5, None)
+    before = cache.get(key)[3]
+    reader = selectors.listing(large)  # holds the old head while the listing is recomputed
+    compute_suppressed(str(large.uid), 0.05, 5, None)
+    after = cache.get(key)[3]
+    assert after != before
+    # Still readable a moment later (a request mid-page), then gone; the new blocks stay.
+    assert len(reader.findings[0:5]) == 5
+    time.sleep(1.5)
+    old_blocks = [selectors._block_key(key, before, i) for i in range(3)]
+    assert cache.get_many(old_blocks) == {}
+    assert len(cache.get_many([selectors._block_key(key, after, i) for i in range(3)])) == 3
+    assert len(selectors.listing(large).findings[0:5]) == 5
