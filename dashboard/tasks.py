@@ -23,6 +23,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from dashboard import selectors
 from dashboard.selectors import retrieval
@@ -61,6 +62,19 @@ def warm_overview() -> int:
 )
 def warm_suppressed() -> int:
     """Recompute the suppressed-memories listings asked for in the last 15 minutes (page or
-    API), so a request is answered from a listing at most a few minutes old instead of scoring
-    the namespace (seconds at tens of thousands of objects); returns how many."""
+    API) and every namespace's default listing that is missing or idle-old, so a request is
+    answered from a stored listing instead of scoring the namespace (seconds at tens of
+    thousands of objects); returns how many."""
     return suppressed.warm()
+
+
+@shared_task(
+    acks_late=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def compute_suppressed(ns_uid: str, salience_below: float, k: int, as_of: str | None) -> bool:
+    """Score one suppressed-memories listing a request found missing or stale (``as_of``: ISO
+    time, or None for now) and store it for the next request. Idempotent and read-only."""
+    at = None if as_of is None else parse_datetime(as_of)
+    return suppressed.compute(ns_uid, salience_below, k, at)

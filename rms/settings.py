@@ -423,11 +423,20 @@ def _seconds(name: str, default: int) -> int:
 
 
 RMS_SWEEP_EVERY = _seconds("RMS_SWEEP_EVERY", 900)
-# Suppressed memories (feedback.selectors.suppressed): a listing without as_of is served from
-# a computation at most RMS_SUPPRESSED_CACHE_SECONDS old; beat recomputes the listings asked for
-# in the last 15 minutes every RMS_SUPPRESSED_WARM_EVERY s (less than the cache's lifetime).
+# Suppressed memories (feedback.selectors.suppressed): a listing is served from a computation;
+# older than RMS_SUPPRESSED_CACHE_SECONDS it is served marked stale while the worker recomputes
+# it, and it is kept RMS_SUPPRESSED_KEEP_SECONDS. Every RMS_SUPPRESSED_WARM_EVERY s beat
+# recomputes the listings asked for in the last 15 minutes, and every namespace's default
+# listing older than RMS_SUPPRESSED_IDLE_SECONDS. A namespace of at most
+# RMS_SUPPRESSED_INLINE_OBJECTS active objects is scored on the request when nothing is stored
+# (≈ 70 µs an object); a larger one only on the worker (the API answers 202 until it is done).
 RMS_SUPPRESSED_CACHE_SECONDS = _seconds("RMS_SUPPRESSED_CACHE_SECONDS", 300)
 RMS_SUPPRESSED_WARM_EVERY = _seconds("RMS_SUPPRESSED_WARM_EVERY", 120)
+RMS_SUPPRESSED_IDLE_SECONDS = _seconds("RMS_SUPPRESSED_IDLE_SECONDS", 900)
+RMS_SUPPRESSED_KEEP_SECONDS = _seconds("RMS_SUPPRESSED_KEEP_SECONDS", 7 * 24 * 3600)
+RMS_SUPPRESSED_INLINE_OBJECTS = env.int("RMS_SUPPRESSED_INLINE_OBJECTS", default=1000)
+if RMS_SUPPRESSED_INLINE_OBJECTS < 0:
+    raise ImproperlyConfigured("RMS_SUPPRESSED_INLINE_OBJECTS must be 0 or more")
 # Response analysis one request may run, in characters × objects analysed (~170 ns of CPU each):
 # five of the largest single analyses, or a 500-session batch of 3,000-character responses with
 # ten silent injections each, about five seconds. Past it, a batch's items are refused (413).
@@ -539,7 +548,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     },
     # Recomputes the overview's numbers ahead, only while someone watches it (needs REDIS_URL
     # for a cache shared with the web processes; otherwise a cheap no-op).
-    # Recomputes the suppressed-memories listings asked for in the last 15 minutes.
+    # Recomputes the suppressed-memories listings asked for in the last 15 minutes, and every
+    # namespace's default listing when idle-old or missing.
     "suppressed-warm": {
         "task": "dashboard.tasks.warm_suppressed",
         "schedule": RMS_SUPPRESSED_WARM_EVERY,

@@ -31,6 +31,7 @@ SNAPSHOT_METRICS = "feedback.tasks.snapshot_metrics"
 RETENTION_PASS = "feedback.tasks.retention_pass"
 RETRIEVAL_ROLLUP = "feedback.tasks.retrieval_rollup"
 RECONCILE_TASK_RUNS = "feedback.tasks.reconcile_task_runs"
+COMPUTE_SUPPRESSED = "dashboard.tasks.compute_suppressed"
 
 
 def publish(name: str, args: tuple, queue: str | None = None) -> None:
@@ -71,3 +72,10 @@ def sweep_objects(object_ids: Iterable) -> None:
         logger.warning("%s is unavailable; %d object(s) wait", SWEEP_OBJECTS, len(ids))
         return
     publish(SWEEP_OBJECTS, (ids,))
+
+
+def compute_suppressed(ns_uid: str, salience_below: float, k: int, as_of: str | None) -> None:
+    """Queue the scoring of a namespace's suppressed-memories listing (``as_of`` an ISO time or
+    None for now). A request calls it outside any transaction (a read); a broker error
+    propagates to the caller, which answers from what is stored."""
+    publish(COMPUTE_SUPPRESSED, (ns_uid, salience_below, k, as_of))

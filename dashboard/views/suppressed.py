@@ -58,14 +58,20 @@ def suppressed(request):
         listed = selectors.listing(
             ns, salience_below=salience_below, k=k, refresh=request.GET.get("refresh") == "1"
         )
+        page = Paginator(listed.findings, per_page_of(request)).get_page(request.GET.get("page"))
     except DomainError as exc:
         context["profile_error"] = exc.message
         return render(request, "dashboard/suppressed.html", context)
-    page = Paginator(listed.findings, per_page_of(request)).get_page(request.GET.get("page"))
+    except selectors.ListingPending as pending:
+        # Nothing stored yet for a large namespace: the worker is scoring it; the page reloads.
+        context["pending"] = pending.retry_after
+        return render(request, "dashboard/suppressed.html", context)
     context.update(
         {
             "now": listed.now,
             "cached": listed.cached,
+            "stale": listed.stale,
+            "refreshing": listed.refreshing,
             "profile": retrieval.profile_out(listed.profile),
             "page": page,
             "rows": selectors.with_objects(list(page.object_list)),

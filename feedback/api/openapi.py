@@ -320,12 +320,31 @@ class SuppressedList(serializers.Serializer):
         help_text="Served from a listing computed before this request (at `now`), by the "
         "worker or an earlier request; false when computed for this one."
     )
+    computed_at = serializers.DateTimeField(
+        help_text="When the objects were read and scored (equals `now` without `as_of`)."
+    )
+    stale = serializers.BooleanField(
+        help_text="Computed more than a few minutes ago (RMS_SUPPRESSED_CACHE_SECONDS): served "
+        "while the worker recomputes it."
+    )
+    refreshing = serializers.BooleanField(
+        help_text="A recomputation is queued or running on the worker; ask again for it."
+    )
     salience_below = serializers.FloatField()
     k = serializers.IntegerField()
     profile = serializers.DictField(help_text="The namespace's retrieval profile, as /rank's.")
     count = serializers.IntegerField(help_text="Suppressed objects in all pages.")
     results = SuppressedOut(many=True)
     next = NEXT
+
+
+class SuppressedPending(serializers.Serializer):
+    namespace = serializers.CharField()
+    status = serializers.CharField(help_text="`computing`: the worker is scoring the listing.")
+    as_of = serializers.DateTimeField(allow_null=True)
+    retry_after = serializers.IntegerField(
+        help_text="Seconds to wait before asking again (also the Retry-After header)."
+    )
 
 
 class RankingStateRow(serializers.Serializer):

@@ -280,14 +280,21 @@ class SuppressedView(APIView):
             ),
             core_openapi.time_param(
                 "as_of",
-                "The clock of decay and hotness, computed live. Without it the answer is the "
-                "namespace's listing computed at most a few minutes ago (its `now` says when; "
-                "`cached` says whether it was computed before this request).",
+                "The clock of decay and hotness. Answered from a listing computed at exactly "
+                "this clock (the current listing's `now`, or one computed for it); otherwise a "
+                "small namespace is scored on the request, a large one on the worker (202 "
+                "until it is stored). Without it the answer is the namespace's last listing "
+                "(`now` and `computed_at` say when; `stale` when older than a few minutes, "
+                "with a recomputation queued).",
             ),
             core_openapi.CURSOR,
             core_openapi.PAGE_SIZE,
         ],
-        responses={200: openapi.SuppressedList, 409: core_openapi.CONFLICT},
+        responses={
+            200: openapi.SuppressedList,
+            202: openapi.SuppressedPending,
+            409: core_openapi.CONFLICT,
+        },
         description=(
             "Objects of the namespace that are eligible under its retrieval profile but "
             "effectively invisible, most buried first, each with why: `decayed` (effective "
@@ -307,17 +314,32 @@ class SuppressedView(APIView):
             kw["salience_below"] = salience_below
         if k is not None:
             kw["k"] = k
-        listed = suppressed.listing(ns, as_of, **kw)
-        profile, found = listed.profile, listed.findings
         size = pagination.page_size(request)
         offset = pagination.offset_cursor(request)
-        page = suppressed.with_objects(found[offset : offset + size])
+        try:
+            listed = suppressed.listing(ns, as_of, **kw)
+            page = suppressed.with_objects(listed.findings[offset : offset + size])
+        except suppressed.ListingPending as pending:
+            return Response(
+                {
+                    "namespace": ns.name,
+                    "status": "computing",
+                    "as_of": iso(as_of) if as_of is not None else None,
+                    "retry_after": pending.retry_after,
+                },
+                status=202,
+                headers={"Retry-After": str(pending.retry_after)},
+            )
+        profile, found = listed.profile, listed.findings
         more = offset + size < len(found)
         return Response(
             {
                 "namespace": ns.name,
                 "now": iso(listed.now),
                 "cached": listed.cached,
+                "computed_at": iso(listed.computed_at),
+                "stale": listed.stale,
+                "refreshing": listed.refreshing,
                 "salience_below": kw.get("salience_below", suppression.DEFAULT_SALIENCE_BELOW),
                 "k": kw.get("k", suppression.DEFAULT_K),
                 "profile": retrieval.profile_out(profile),

@@ -4,11 +4,16 @@ quality, suppressed memories, and the object listing's filters."""
 from __future__ import annotations
 
 import math
+import threading
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
+from django.db import connections
 from rms_client import RMSError
 
+from dashboard.tasks import compute_suppressed
+from rms.models import Namespace
 from tests.client.conftest import alist, aw, run
 from tests.factories import T0, session
 
@@ -67,3 +72,40 @@ def test_insight_calls(env, flavour):
         assert await aw(c.alerts(namespace="support", metric="mean_usage_ratio")) == []
 
     run(flavour, env.url, env.client, scenario)
+
+
+def test_suppressed_of_a_large_namespace_waits_for_the_worker(env, flavour, settings):
+    """The server answers 202 with Retry-After while the worker computes the listing; the client
+    asks again after it, and raises ``computing`` when it runs out of retries."""
+    settings.RMS_SUPPRESSED_INLINE_OBJECTS = 0  # too large to score on the request
+    cache.clear()
+    uid = str(Namespace.objects.get(name="support").uid)
+
+    def worker():  # the worker's task, run beside the live server (it writes the cache only)
+        compute_suppressed(uid, 0.05, 5, None)
+        connections.close_all()
+
+    async def scenario(c):
+        item = {"namespace": "support", "content": "rapid guess", "epistemic_type": "UNVERIFIED",
+                "ts": (T0 - timedelta(days=40)).isoformat()}  # fmt: skip
+        (made,) = await aw(c.create_objects([item]))
+        return made
+
+    made = run(flavour, env.url, env.client, scenario)
+
+    async def impatient(c):
+        err = await raises(lambda: c.suppressed("support"), 202)
+        assert err.code == "computing" and err.retry_after == 5
+
+    run(flavour, env.url, env.client, impatient, max_retries=0)
+
+    async def patient(c):
+        later = threading.Timer(0.5, worker)
+        later.start()
+        try:
+            found = await aw(c.suppressed("support"))
+        finally:
+            later.join()
+        assert [f["id"] for f in found] == [made["id"]] and found[0]["reasons"] == ["decayed"]
+
+    run(flavour, env.url, env.client, patient)

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.tasks import compute_suppressed
 from feedback.models import Alert, FeedbackAggregate
 from rms.models import MemoryObject, Namespace, Operation
 from tests.dashboard.conftest import login
@@ -248,4 +249,28 @@ def test_suppressed_page_says_as_of_and_recomputes_on_demand(admin, namespaces):
     body = c.get("/suppressed/?namespace=support").content.decode()
     assert "rapid two" not in body and "computed ahead" in body and "refresh=1" in body
     body = c.get("/suppressed/?namespace=support&refresh=1").content.decode()
+    assert "rapid two" in body and "2 suppressed" in body
+
+
+def test_a_large_namespace_page_waits_for_the_worker_and_never_scores(admin, namespaces, settings):
+    settings.RMS_SUPPRESSED_INLINE_OBJECTS = 0  # too large to score on a request
+    cache.clear()
+    writer = make_client("w5", "client", ["support"])[0]
+    old = timezone.now() - timedelta(days=20)
+    make_object(writer, content="rapid one", epistemic_type="UNVERIFIED", ts=old)
+    c = login(admin)
+    body = c.get("/suppressed/?namespace=support").content.decode()
+    assert 'data-testid="suppressed-pending"' in body and 'http-equiv="refresh"' in body
+    assert "rapid one" not in body
+    ns = Namespace.objects.get(name="support")
+    compute_suppressed(str(ns.uid), 0.05, 5, None)  # the worker's task, run here
+    body = c.get("/suppressed/?namespace=support").content.decode()
+    assert "rapid one" in body and "computed ahead" in body and "http-equiv" not in body
+    make_object(writer, content="rapid two", epistemic_type="UNVERIFIED", ts=old)
+    # "Recompute now" queues the worker and shows the stored listing meanwhile.
+    body = c.get("/suppressed/?namespace=support&refresh=1").content.decode()
+    assert "rapid one" in body and "rapid two" not in body
+    assert "being recomputed on the worker" in body
+    compute_suppressed(str(ns.uid), 0.05, 5, None)
+    body = c.get("/suppressed/?namespace=support").content.decode()
     assert "rapid two" in body and "2 suppressed" in body

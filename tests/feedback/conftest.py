@@ -117,6 +117,12 @@ def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
             yield worker
     finally:
         stop_worker(worker)
+        # The worker outlives its tests' flushes and writes its heartbeat row at start and
+        # after tasks: drop it, so a later test does not find a worker it never started.
+        from taskruns.models import WorkerHeartbeat
+
+        with django_db_blocker.unblock():
+            WorkerHeartbeat.objects.filter(name__startswith=queue).delete()
 
 
 def wait_for_task(api, worker: Worker, task_id: str, *, timeout: float = 60.0, seen=None) -> dict:

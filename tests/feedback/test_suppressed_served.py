@@ -117,10 +117,18 @@ def test_served_listing_equals_scoring_everything(admin_api, seed):
             ]
             assert got == expected
             assert [r["id"] for r in served["results"]] == [r[0] for r in expected]
-            # The live form at the served clock answers the same.
+            # Asked at the served clock, the stored listing is exact and answers.
             at = listed.now.isoformat().replace("+", "%2B")
+            again = admin_api.get(url + f"&page_size=500&as_of={at}").json()
+            assert again["cached"] is True and again["results"] == served["results"]
+            # At another clock this small namespace is scored on the request: the definition.
+            past = listed.now - timedelta(days=3)
+            at = past.isoformat().replace("+", "%2B")
             live = admin_api.get(url + f"&page_size=500&as_of={at}").json()
-            assert live["cached"] is False and live["results"] == served["results"]
+            assert live["cached"] is False and live["count"] == len(
+                want := reference(ns, past, salience_below, k)
+            )
+            assert [r["id"] for r in live["results"]] == [r[0] for r in want]
 
 
 def test_beat_task_recomputes_watched_listings(admin_api, other_namespace):
@@ -131,7 +139,9 @@ def test_beat_task_recomputes_watched_listings(admin_api, other_namespace):
         epistemic_type="UNVERIFIED",
         ts=timezone.now() - timedelta(days=30),
     )
-    assert warm_suppressed() == 0  # nobody asked: nothing computed
+    # Nobody asked: every namespace's default listing is computed (support and billing), once.
+    assert warm_suppressed() == Namespace.objects.count() == 2
+    assert warm_suppressed() == 0
     first = admin_api.get("/api/v1/suppressed?namespace=support&k=3").json()
     assert first["count"] == 1 and first["cached"] is False
     # A second old object arrives; the served listing keeps its clock until recomputed.

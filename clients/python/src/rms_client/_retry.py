@@ -1,11 +1,13 @@
 """When to resend a request, and how long to wait first: one policy for both clients.
 
-A request is resent after a connection error, a timeout, a 429 (after its ``Retry-After``) or a
-502/503/504, with exponential backoff and full jitter (AWS architecture blog, "Exponential
-Backoff And Jitter"), at most ``max_retries`` times and never past the call's total deadline.
-A 4xx other than 429 is final. A call the server does not make idempotent is resent only when
-the failure shows the server did nothing: the connection was never made, or the answer was 429
-or 503 (this service's answers while throttled or while its database is down).
+A request is resent after a connection error, a timeout, a 429 (after its ``Retry-After``), a
+502/503/504, or (idempotent calls) a 202 with ``Retry-After`` (an answer the server is still
+computing, e.g. ``GET /suppressed`` of a large namespace), with exponential backoff and full
+jitter (AWS architecture blog, "Exponential Backoff And Jitter"), at most ``max_retries`` times
+and never past the call's total deadline. A 4xx other than 429 is final. A call the server does
+not make idempotent is resent only when the failure shows the server did nothing: the connection
+was never made, or the answer was 429 or 503 (this service's answers while throttled or while
+its database is down).
 """
 
 from __future__ import annotations
@@ -103,6 +105,12 @@ class Attempts:
     def after_response(self, response: httpx.Response) -> float | None:
         """The delay before resending after this answer, or None if it is final."""
         status = response.status_code
+        if computing(response) and self.idempotent:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            try:
+                return self._next(retry_after, _error_of(response, retry_after))
+            except RMSError:
+                return None  # out of retries: the caller raises for the 202
         if status in RETRY_ALWAYS or (self.idempotent and status in RETRY_IDEMPOTENT):
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             try:
@@ -113,6 +121,11 @@ class Attempts:
                 self.maybe_applied = True  # a proxy may have delivered it
             return delay
         return None
+
+
+def computing(response: httpx.Response) -> bool:
+    """A 202 with ``Retry-After``: the answer is being computed; ask again after it."""
+    return response.status_code == 202 and "Retry-After" in response.headers
 
 
 def _error_of(response: httpx.Response, retry_after: float | None) -> RMSError:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from rms_client._calls import _NO_BODY, Call, Endpoints
-from rms_client._retry import Attempts, RetryPolicy, parse_retry_after
+from rms_client._retry import Attempts, RetryPolicy, computing, parse_retry_after
 from rms_client._version import __version__
 from rms_client.errors import RMSError
 from rms_client.mirror import Mirror
@@ -59,6 +59,16 @@ class _Refetch(Exception):
 
 def _finish(call: Call, response: httpx.Response, attempts: Attempts) -> Any:
     status = response.status_code
+    if computing(response) and call.idempotent:
+        # Still being computed when the retries ran out: not an answer to return.
+        body = response.json() if response.content else None
+        raise RMSError(
+            status,
+            "computing",
+            "the server is still computing the answer; ask again later",
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            body=body,
+        )
     if status < 400:
         if call.text:
             return response.text
