@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from rms.celery import app
 from taskruns import tasks
 from taskruns.models import TaskRun
-from tests.factories import api_signal, make_client
+from tests.factories import api_signal, make_client, make_namespace
 
 pytestmark = pytest.mark.django_db
 
@@ -248,6 +248,7 @@ def test_another_namespaces_objects_are_404_or_unknown_everywhere(outsider_api, 
     no_support_data(resp)
 
 
+@pytest.mark.django_db(transaction=True)  # PostgreSQL's feed releases only committed events
 def test_the_unfiltered_feed_with_every_opt_in_type_shows_no_other_namespace(
     outsider_api, client_api, support_world
 ):
@@ -295,3 +296,22 @@ def test_distinct_bars_asked_by_a_client_do_not_multiply_the_warming(client_api)
         resp = client_api.get(f"/api/v1/suppressed?namespace=support&salience_below={i / 1000}")
         assert resp.status_code == 200
     assert suppressed.warm() <= 20
+
+
+def test_a_namespace_erasure_naming_another_namespace_is_400_and_erases_nothing(admin_api):
+    """Erasing a namespace is irreversible: a subject naming ``billing`` in a request for
+    ``support`` is a contradiction, refused, never read as "erase support"."""
+    from erasure.models import Erasure
+
+    make_namespace("billing")
+    for sid in ("billing", 5, {"a": 1}, ""):
+        body = {"subject": {"kind": "namespace", "id": sid}, "namespace": "support", "reason": "x"}
+        resp = admin_api.post("/api/v1/erasures", body, format="json")
+        assert resp.status_code == 400, (sid, resp.content)
+        assert "subject.id" in resp.json()["error"]["fields"], resp.json()
+    assert not Erasure.objects.exists() and not TaskRun.objects.exists()
+    for sid in ("support", None):  # the namespace itself, or left out: still accepted
+        body = {"subject": {"kind": "namespace", "id": sid}, "namespace": "support", "reason": "x"}
+        if sid is None:
+            del body["subject"]["id"]
+        assert admin_api.post("/api/v1/erasures", body, format="json").status_code == 202
