@@ -11,6 +11,7 @@ import uuid
 from contextlib import contextmanager
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from rms.celery import app
@@ -315,3 +316,63 @@ def test_a_namespace_erasure_naming_another_namespace_is_400_and_erases_nothing(
         if sid is None:
             del body["subject"]["id"]
         assert admin_api.post("/api/v1/erasures", body, format="json").status_code == 202
+
+
+def test_with_redis_away_the_reads_and_the_profile_patch_answer(client_api, admin_api, redis_down):
+    """Nothing of rank, ranking-state, retrieval-quality, explain or a PATCH needs Redis: the
+    throttle fails open (``rms.cache``) and each answers in full."""
+    oid = client_api.post(
+        "/api/v1/objects",
+        {"namespace": "support", "content": "fact", "epistemic_type": "ASSERTED"},
+        format="json",
+    ).json()["id"]
+    rank = {"namespace": "support", "now": "2030-01-01T00:00:00Z",
+            "candidates": [{"object_id": oid, "similarity": 0.5}]}  # fmt: skip
+    assert client_api.post("/api/v1/rank", rank, format="json").status_code == 200
+    for path in (
+        "/api/v1/ranking-state?namespace=support",
+        "/api/v1/retrieval-quality?namespace=support",
+        f"/api/v1/objects/{oid}/explain?as_of=2030-01-01T00:00:00Z",
+    ):
+        assert client_api.get(path).status_code == 200, path
+    patch = {
+        "retention_days": 30,
+        "weights": {"similarity": 0.5, "confidence": 0.3, "hotness": 0.2},
+    }
+    resp = admin_api.patch("/api/v1/namespaces/support", patch, format="json")
+    assert resp.status_code == 200 and resp.json()["retention_days"] == 30
+
+
+# --- the dashboard pages of this round, as a client of another namespace ----------------------
+
+
+@pytest.mark.parametrize("page", ["/objects/", "/alerts/", "/suppressed/", "/retrieval/"])
+def test_pages_asked_for_another_namespace_are_404_like_an_unknown_one(page, support_world):
+    outsider = make_client("olga", "client", ["billing"])[0].user
+    c = Client()
+    c.force_login(outsider)
+    seen = c.get(f"{page}?namespace=support")
+    assert seen.status_code == c.get(f"{page}?namespace=no-such-ns").status_code == 404
+    assert SECRET not in seen.content.decode()
+    own = c.get(page)
+    assert own.status_code == 200 and SECRET not in own.content.decode()
+
+
+def test_the_object_page_and_its_waterfall_of_another_namespace_are_404(support_world):
+    outsider = make_client("olga", "client", ["billing"])[0].user
+    c = Client()
+    c.force_login(outsider)
+    for query in ("", "?as_of=2030-01-01T00:00:00Z"):
+        resp = c.get(f"/objects/{support_world[0]}/{query}")
+        assert resp.status_code == 404 and SECRET not in resp.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_broker_away_the_erasures_page_says_the_erasure_waits(admin_api, redis_down):
+    admin = make_client("ada", "admin")[0].user
+    c = Client()
+    c.force_login(admin)
+    form = {"namespace": "support", "kind": "actor", "subject": "alice", "reason": "Art. 17"}
+    page = c.post("/erasures/request/", form, follow=True)
+    assert page.status_code == 200
+    assert "The task queue is unreachable" in page.content.decode()
