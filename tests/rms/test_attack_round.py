@@ -376,3 +376,141 @@ def test_with_the_broker_away_the_erasures_page_says_the_erasure_waits(admin_api
     page = c.post("/erasures/request/", form, follow=True)
     assert page.status_code == 200
     assert "The task queue is unreachable" in page.content.decode()
+
+
+# --- hostile input to this round's endpoints: a 4xx in the contract's shape, nothing written ---
+
+BAD_GETS = [
+    ("/api/v1/ranking-state?namespace=support&page_size=0", "page_size"),
+    ("/api/v1/ranking-state?namespace=support&page_size=-1", "page_size"),
+    ("/api/v1/ranking-state?namespace=support&page_size=99999999999999999999999", "page_size"),
+    ("/api/v1/ranking-state?namespace=support&page_size=1e3", "page_size"),
+    ("/api/v1/ranking-state?namespace=support&cursor=abc", "cursor"),
+    ("/api/v1/ranking-state?namespace=support&cursor=" + "A" * 20000, "cursor"),
+    ("/api/v1/suppressed?namespace=support&salience_below=nan", "salience_below"),
+    ("/api/v1/suppressed?namespace=support&salience_below=inf", "salience_below"),
+    ("/api/v1/suppressed?namespace=support&salience_below=-0.1", "salience_below"),
+    ("/api/v1/suppressed?namespace=support&k=0", "k"),
+    ("/api/v1/suppressed?namespace=support&k=99999999999999999999999999", "k"),
+    ("/api/v1/suppressed?namespace=support&page_size=0", "page_size"),
+    ("/api/v1/suppressed?namespace=support&page_size=100000000000000000000000", "page_size"),
+    ("/api/v1/suppressed?namespace=support&cursor=zzz", "cursor"),
+    ("/api/v1/suppressed?namespace=support&as_of=not-a-time", "as_of"),
+    ("/api/v1/suppressed?namespace=support&as_of=9999-12-31T23:00:00-05:00", "as_of"),
+    ("/api/v1/retrieval-quality?namespace=support&since=garbage", "since"),
+    ("/api/v1/retrieval-quality?namespace=support&until=9999-12-31T23:00:00-05:00", "until"),
+    (
+        "/api/v1/retrieval-quality?namespace=support&since=2030-01-01T00:00:00Z"
+        "&until=2020-01-01T00:00:00Z",
+        "since",
+    ),  # fmt: skip
+    ("/api/v1/changes?namespace=support&types=object.ranking,no.such.type", "types"),
+    ("/api/v1/suppressed", "namespace"),
+    ("/api/v1/ranking-state", "namespace"),
+]
+
+
+@pytest.mark.parametrize("path, field", BAD_GETS)
+def test_bad_query_parameters_of_this_rounds_reads_are_400(client_api, path, field):
+    resp = client_api.get(path)
+    assert resp.status_code == 400, resp.content[:300]
+    error = resp.json()["error"]
+    assert error["code"] == "validation_error" and field in error["fields"], error
+
+
+def test_bad_explain_times_are_400_and_bad_ids_404(client_api):
+    oid = client_api.post(
+        "/api/v1/objects",
+        {"namespace": "support", "content": "fact", "epistemic_type": "ASSERTED"},
+        format="json",
+    ).json()["id"]
+    for value in ("garbage", "9999-12-31T23:00:00-05:00", "2026-06-01T00:00:00%2B16:00"):
+        resp = client_api.get(f"/api/v1/objects/{oid}/explain?as_of={value}")
+        assert resp.status_code == 400 and "as_of" in resp.json()["error"]["fields"], value
+    for bad in ("xyz", "0" * 300, str(uuid.uuid4())):
+        resp = client_api.get(f"/api/v1/objects/{bad}/explain")
+        assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
+
+
+RANK_BODIES = [
+    ({"now": "garbage"}, "now"),
+    ({"now": 12345}, "now"),
+    ({"now": "0001-01-01T00:00:00+01:00"}, "now"),
+    ({"now": "9999-12-31T23:59:59-05:00"}, "now"),
+    ({"candidates": [{"object_id": "x", "similarity": 0.5}]}, "candidates.0.object_id"),
+    (
+        {"candidates": [{"object_id": str(uuid.UUID(int=1)), "similarity": 2}]},
+        "candidates.0.similarity",
+    ),  # fmt: skip
+    (
+        {"candidates": [{"object_id": str(uuid.UUID(int=1)), "similarity": 0.5}] * 1001},
+        "candidates",
+    ),  # fmt: skip
+    ({"namespace": 5}, "namespace"),
+    ({"namespace": "sup\x00port"}, "namespace"),
+    ({"surprise": 1}, "surprise"),
+]
+
+
+@pytest.mark.parametrize("extra, field", RANK_BODIES)
+def test_bad_rank_bodies_are_400(client_api, extra, field):
+    body = {"namespace": "support", "candidates": [], **extra}
+    resp = client_api.post("/api/v1/rank", body, format="json")
+    assert resp.status_code == 400, resp.content[:300]
+    assert field in resp.json()["error"]["fields"], resp.json()
+
+
+PATCHES = [
+    ({"weights": {"similarity": True, "confidence": 0.3, "hotness": 0.2}}, "weights.similarity"),
+    ({"weights": {"similarity": "0.5", "confidence": 0.3, "hotness": 0.2}}, "weights.similarity"),
+    ({"weights": {"similarity": 2, "confidence": 0.3, "hotness": 0.2}}, "weights.similarity"),
+    ({"weights": {"similarity": 0.5, "confidence": 0.3, "hotness": 0.2, "x": 1}}, "weights"),
+    ({"weights": None}, "weights"),
+    ({"retrieval": {"confidence_floor": -5}}, "retrieval.confidence_floor"),
+    ({"retrieval": {"conditions": "x" * 10000}}, "retrieval.conditions"),
+    ({"retrieval": [1, 2]}, "retrieval.non_field_errors"),
+    ({"retention_days": 0}, "retention_days"),
+    ({"retention_days": 10**30}, "retention_days"),
+    ({"retention_days": 1.5}, "retention_days"),
+    ({"retention_days": True}, "retention_days"),
+    ({"surprise": 1}, "surprise"),
+]
+
+
+@pytest.mark.parametrize("body, field", PATCHES)
+def test_bad_namespace_patches_are_400_and_change_nothing(admin_api, body, field):
+    from rms.models import Namespace, Operation
+
+    before = (Namespace.objects.values().get(name="support"), Operation.objects.count())
+    resp = admin_api.patch("/api/v1/namespaces/support", body, format="json")
+    assert resp.status_code == 400, resp.content[:300]
+    assert field in resp.json()["error"]["fields"], resp.json()
+    assert (Namespace.objects.values().get(name="support"), Operation.objects.count()) == before
+
+
+def test_a_confined_admin_gets_the_same_answer_for_anothers_namespace_and_none(admin_api):
+    from erasure.models import Erasure
+
+    make_namespace("billing")
+    confined = as_api(make_client("confined", "admin", ["billing"])[1])
+    answers = [
+        confined.post(
+            "/api/v1/erasures",
+            {"subject": {"kind": "actor", "id": "a"}, "namespace": ns, "reason": "x"},
+            format="json",
+        )
+        for ns in ("support", "no-such-ns")
+    ]
+    assert [a.status_code for a in answers] == [403, 403]
+    assert answers[0].json()["error"]["message"].replace("support", "X") == answers[1].json()[
+        "error"
+    ]["message"].replace("no-such-ns", "X")
+    theirs = admin_api.post(
+        "/api/v1/erasures",
+        {"subject": {"kind": "actor", "id": "a"}, "namespace": "support", "reason": "x"},
+        format="json",
+    ).json()["id"]
+    assert confined.get(f"/api/v1/erasures/{theirs}").json() == (
+        confined.get(f"/api/v1/erasures/{uuid.uuid4()}").json()
+    )
+    assert Erasure.objects.count() == 1
