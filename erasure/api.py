@@ -6,9 +6,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from erasure import openapi, services
+from rms import degraded
 from rms.api import openapi as core_openapi
 from rms.api.base import APIView
 from rms.api.permissions import ADMIN
+from taskruns import runs
 
 ADMIN_ONLY = {"*": (ADMIN,)}
 
@@ -29,7 +31,10 @@ class ErasureListView(APIView):
     )
     def post(self, request):
         erasure = services.request(client=request.auth, body=request.data)
-        return Response({"id": str(erasure.pk), "task": str(erasure.task_id)}, status=202)
+        out = {"id": str(erasure.pk), "task": str(erasure.task_id)}
+        if warnings := degraded.broker_warnings(runs.send_failed(erasure.task_id)):
+            out["warnings"] = warnings
+        return Response(out, status=202)
 
 
 class ErasureDetailView(APIView):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from erasure.models import Erasure
+from rms.api import openapi as core_openapi
 
 
 class SubjectIn(serializers.Serializer):
@@ -24,6 +25,10 @@ class ErasureIn(serializers.Serializer):
 class ErasureQueued(serializers.Serializer):
     id = serializers.UUIDField(help_text="The erasure; its receipt is GET /erasures/{id}.")
     task = serializers.UUIDField(help_text="The task run that performs it (GET /tasks/{id}).")
+    warnings = core_openapi.degraded_warnings(
+        "Present when the task queue was unreachable: the erasure is recorded and starts when "
+        "it is back."
+    )
 
 
 class SubjectOut(serializers.Serializer):

@@ -60,6 +60,10 @@ def parse(body: Any) -> tuple[str, str, str, str]:
         if kind == "object" and isinstance(sid, str) and not _is_uuid(sid):
             errors["subject.id"] = ["Must be an object id (a UUID)."]
     ns = body.get("namespace")
+    # A namespace erasure erases ``namespace``: an id naming anything else is a contradiction
+    # in an irreversible request, refused rather than ignored.
+    if kind == "namespace" and "id" in subject and subject["id"] is not None and sid != ns:
+        errors["subject.id"] = ["A namespace erasure's id must be the namespace, or be left out."]
     if not isinstance(ns, str) or not ns:
         errors["namespace"] = ["Required: the namespace to erase in."]
     reason = body.get("reason", "")

@@ -259,7 +259,11 @@ def redact_stored_answers(scope: Scope, rule: Rule, strings: set[str]) -> int:
         row.event = forget(rule.scrub(row.event))
         return True
 
-    count = _rewrite(IdempotencyRecord.objects.all(), ["response"], change_response)
+    # Stored answers are signal answers (``feedback.services.signal_answer``), each naming its
+    # object's namespace: only this namespace's are searched, since an actor id or a text is not
+    # unique across namespaces and an erasure is confined to its namespace.
+    answers = IdempotencyRecord.objects.filter(response__object__namespace=scope.namespace.name)
+    count = _rewrite(answers, ["response"], change_response)
     deliveries = WebhookDelivery.objects.filter(event__namespace=scope.namespace.name)
     return count + _rewrite(deliveries, ["event"], change_event)
 

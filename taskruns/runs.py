@@ -62,6 +62,15 @@ def send_on_commit(run: TaskRun) -> None:
     transaction.on_commit(lambda: send(run_id))
 
 
+def send_failed(run_id) -> bool:
+    """True when the run's message was tried after its commit and the broker refused it (it
+    waits for the reconciler). False while the caller is still inside a transaction: then
+    nothing was tried yet."""
+    if transaction.get_connection().in_atomic_block:
+        return False
+    return TaskRun.objects.filter(pk=run_id, state=TaskRun.QUEUED, sent_at__isnull=True).exists()
+
+
 def send(run_id) -> bool:
     """Publish ``run_task`` for a committed run and stamp ``sent_at``; False (logged and
     counted, never raised) when the broker is unreachable."""

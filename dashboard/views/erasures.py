@@ -11,7 +11,9 @@ from dashboard.permissions import ADMINS, dashboard_view
 from dashboard.views.common import page_of, redirect_back
 from erasure import services as erasure_services
 from erasure.models import Erasure
+from rms import degraded
 from rms.errors import DomainError
+from taskruns import runs
 
 
 def _context(request) -> dict:
@@ -47,6 +49,8 @@ def erasure_request(request):
     try:
         erasure = erasure_services.request(client=request.access.client, body=body)
         messages.success(request, f"Erasure {erasure.pk} queued; its receipt appears below.")
+        for warning in degraded.broker_warnings(runs.send_failed(erasure.task_id)):
+            messages.warning(request, warning["message"])
     except DomainError as exc:
         detail = "; ".join(m for msgs in (exc.fields or {}).values() for m in msgs)
         messages.error(request, detail or exc.message)

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from feedback import metrics, utility
 from feedback.aggregates import FIELDS as AGGREGATE_FIELDS
 from rms import policy
+from rms.api import openapi as core_openapi
 from rms.api.openapi import NEXT, ErrorDetail, ObjectOut, OperationOut
 from taskruns import kinds
 from taskruns.models import TaskRun
@@ -336,6 +337,9 @@ class SuppressedList(serializers.Serializer):
     count = serializers.IntegerField(help_text="Suppressed objects in all pages.")
     results = SuppressedOut(many=True)
     next = NEXT
+    warnings = core_openapi.degraded_warnings(
+        "Present when the cache was unreachable: the listing was computed for this request."
+    )
 
 
 class SuppressedPending(serializers.Serializer):

@@ -28,8 +28,8 @@ from feedback.api import fastpath, openapi, serializers
 from feedback.models import Alert
 from feedback.selectors import export as export_selectors
 from feedback.selectors import ranking_state, suppressed
+from rms import degraded, telemetry
 from rms import selectors as core
-from rms import telemetry
 from rms.api import openapi as core_openapi
 from rms.api import pagination
 from rms.api.base import APIView
@@ -314,11 +314,13 @@ class SuppressedView(APIView):
             kw["salience_below"] = salience_below
         if k is not None:
             kw["k"] = k
+        mark = degraded.cache_errors()
         size = pagination.page_size(request)
         offset = pagination.offset_cursor(request)
         try:
             listed = suppressed.listing(ns, as_of, **kw)
             page = suppressed.with_objects(listed.findings[offset : offset + size])
+            warnings = degraded.cache_warnings(mark)
         except suppressed.ListingPending as pending:
             return Response(
                 {
@@ -348,6 +350,7 @@ class SuppressedView(APIView):
                 "next": pagination.next_url(
                     request, pagination.encode_cursor([offset + size]) if more else None
                 ),
+                **({"warnings": warnings} if warnings else {}),
             }
         )
 

@@ -379,3 +379,14 @@ class CalibrationRowOut(serializers.Serializer):
 class CalibrationOut(serializers.Serializer):
     namespace = serializers.CharField()
     results = CalibrationRowOut(many=True)
+
+
+class DegradedWarning(serializers.Serializer):
+    """A dependency that was away while the answer was made (``rms.degraded``)."""
+
+    code = serializers.ChoiceField(choices=["cache_unavailable", "broker_unavailable"])
+    message = serializers.CharField()
+
+
+def degraded_warnings(what: str) -> DegradedWarning:
+    return DegradedWarning(many=True, required=False, help_text=what)
