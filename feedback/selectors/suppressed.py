@@ -107,6 +107,10 @@ def with_objects(findings: list[suppression.Finding]) -> list[dict]:
 WATCHED_KEY = "suppressed:watched"
 #: How long a listing stays warmed after it was last asked for.
 WATCHED_SECONDS = 15 * 60
+#: At most this many listings per namespace are warmed, the most recently asked (each one is a
+#: full scoring of the namespace per beat run, so a client sending many distinct bars must not
+#: multiply the worker's load; a listing past the cap is still served and recomputed on ask).
+WATCHED_PER_NAMESPACE = 4
 #: How long a queued computation blocks queueing the same one again (a lost message or a
 #: dead worker frees it after this).
 QUEUED_SECONDS = 10 * 60
@@ -286,7 +290,11 @@ def _watch(ns: Namespace, salience_below: float, k: int) -> None:
     watched = cache.get(WATCHED_KEY) or {}
     cutoff = time.time() - WATCHED_SECONDS
     watched = {key: at for key, at in watched.items() if at >= cutoff}
-    watched[(str(ns.uid), salience_below, k)] = time.time()
+    uid = str(ns.uid)
+    watched[(uid, salience_below, k)] = time.time()
+    mine = sorted((key for key in watched if key[0] == uid), key=watched.get, reverse=True)
+    for key in mine[WATCHED_PER_NAMESPACE:]:
+        del watched[key]
     cache.set(WATCHED_KEY, watched, WATCHED_SECONDS)
 
 
