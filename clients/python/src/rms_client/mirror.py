@@ -12,6 +12,15 @@ per object, the version its state came from and the version its ranking aggregat
 an event at or below the one held is already reflected (the snapshot may have read it), so
 applying twice or out of order cannot go wrong.
 
+Cursors are opaque: a page read from cursor ``c`` is applied, and the mirror moved to its
+``next_cursor``, only if the mirror is still at ``c`` (the thread, ``wait_until_current`` and
+``refresh`` all read pages), so no cursor is ever parsed or compared for order. A cursor the
+server refuses (another deployment's, say, from an old state file) stops the thread with a
+clear error; the mirror keeps answering from its last good state, and ``refresh()`` starts
+again from the snapshot. A mirror resumed from a state file follows the types the file
+recorded plus every type this code applies, so a file written before a type existed still
+receives it.
+
 Speed: ``rank`` reads columns precomputed when an event is applied (the constant part of the
 score, the hotness factor, its reference time in integer microseconds), so a call does one
 ``exp`` per candidate and no datetime work but reading ``now``. The formula is
@@ -22,7 +31,6 @@ row.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -69,6 +77,8 @@ MIRROR_TYPES = (
     "namespace.profile_changed",
 )
 RANKING_EVENT = "object.ranking"
+#: The server's code for a feed cursor another deployment issued.
+FOREIGN_CURSOR = "foreign_cursor"
 PROFILE_EVENT = "namespace.profile_changed"
 #: Object fields a state event may carry, and where they go.
 _STATE_FLOATS = ("confidence", "salience_base", "reinforcement_boost")
@@ -94,19 +104,6 @@ def to_us(value: datetime | str | None) -> int:
 
 def from_us(value: int) -> datetime | None:
     return None if value == NONE_TS else _EPOCH + timedelta(microseconds=value)
-
-
-def position(cursor: str | None) -> tuple[int, int]:
-    """The (transaction, seq) order of a feed cursor, to keep the mirror's cursor monotonic
-    when two readers apply pages (the background thread and ``wait_until_current``)."""
-    if not cursor:
-        return (0, 0)
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        txid, seq = text.split(".")
-        return (int(txid), int(seq))
-    except (ValueError, UnicodeError):
-        return (0, 0)
 
 
 class Mirror:
@@ -136,14 +133,12 @@ class Mirror:
         self._last_save = 0.0
         self._dirty = False
         self._reset()
+        self._follows = False
         loaded = self.state_file is not None and self._load_file()
         if not loaded:
             self.refresh()
-        if start:
-            self._thread = threading.Thread(
-                target=self._follow, name=f"rms-mirror-{namespace}", daemon=True
-            )
-            self._thread.start()
+        self._follows = start
+        self._start()
 
     @classmethod
     def from_snapshot(cls, namespace: str, snapshot: Mapping[str, Any]) -> Mirror:
@@ -155,6 +150,7 @@ class Mirror:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread, self.error, self._last_save, self._dirty = None, None, 0.0, False
+        self._follows = False
         self._reset()
         self._profile = scoring.profile_from_out(snapshot["profile"])
         self.event_types = tuple(snapshot.get("event_types") or MIRROR_TYPES)
@@ -193,6 +189,7 @@ class Mirror:
         self._cursor: str | None = None
         self._profile = scoring.Profile()
         self.event_types: tuple[str, ...] = MIRROR_TYPES
+        self._recorded_types: tuple[str, ...] | None = None
 
     def _code(self, name: str | None) -> int:
         code = self._codes.get(name)
@@ -336,15 +333,20 @@ class Mirror:
         self._derive(i)
         return True
 
-    def _apply_page(self, events: Iterable[Mapping[str, Any]], next_cursor: str | None) -> int:
-        applied = 0
+    def _apply_page(self, after: str | None, page: Mapping[str, Any]) -> bool:
+        """Apply a page read from ``after`` and move to its ``next_cursor``, if the mirror is
+        still at ``after``; False (nothing done) when another reader (the thread,
+        ``wait_until_current``, ``refresh``) moved it meanwhile: the page's events are then
+        applied already or come again from the new cursor. Cursors stay opaque: the mirror
+        never compares two positions."""
         with self._lock:
-            for event in events:
-                applied += self._apply(event)
-            if next_cursor and position(next_cursor) > position(self._cursor):
-                self._cursor = next_cursor
+            if self._cursor != after:
+                return False
+            for event in page["results"]:
+                self._apply(event)
+            self._cursor = page.get("next_cursor") or after
             self._dirty = True
-        return applied
+        return True
 
     # --- bootstrap ---------------------------------------------------------------------------
 
@@ -374,7 +376,9 @@ class Mirror:
             except Exception:
                 self.__dict__.update(old)
                 raise
+            self.error = None
         self._save(force=True)
+        self._start()
 
     def _load_file(self) -> bool:
         """Resume from ``state_file`` (False when there is none). A file of another namespace
@@ -394,7 +398,7 @@ class Mirror:
         with self._lock:
             self._reset()
             self._profile = scoring.profile_from_out(state["profile"])
-            self.event_types = tuple(state["event_types"])
+            self._follow_types(state["event_types"])
             keys = state["columns"]
             for values in state["objects"]:
                 row = dict(zip(keys, values, strict=True))
@@ -404,6 +408,16 @@ class Mirror:
                 self._vstate[i], self._vrank[i] = row["version_state"], row["version_ranking"]
             self._cursor = state["cursor"]
         return True
+
+    def _follow_types(self, recorded: Iterable[str]) -> None:
+        """Follow what a state file recorded and every type this code applies: a file written
+        before a type existed (``namespace.profile_changed``, ``object.erased``) would
+        otherwise never receive it. A server older than this code refuses a type it does not
+        know (400 on ``types``); the mirror then goes back to the recorded list
+        (``_page``)."""
+        recorded = tuple(recorded)
+        self.event_types = recorded + tuple(t for t in MIRROR_TYPES if t not in recorded)
+        self._recorded_types = recorded if self.event_types != recorded else None
 
     def _server(self) -> str:
         return str(getattr(self._client, "base_url", ""))
@@ -450,21 +464,47 @@ class Mirror:
 
     # --- following the feed ------------------------------------------------------------------
 
+    def _start(self) -> None:
+        """Start the thread that follows the feed, unless it runs, the mirror follows nothing
+        or is closed (``refresh`` after an error that stopped it starts it again)."""
+        with self._lock:
+            if not self._follows or self._stop.is_set():
+                return
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(
+                target=self._follow, name=f"rms-mirror-{self.namespace}", daemon=True
+            )
+            self._thread.start()
+
     def _page(self, after: str | None, wait: float) -> dict:
-        return self._client.changes_page(
-            namespace=self.namespace, after=after, types=self.event_types, limit=1000, wait=wait
-        )
+        try:
+            return self._client.changes_page(
+                namespace=self.namespace, after=after, types=self.event_types, limit=1000,
+                wait=wait,
+            )  # fmt: skip
+        except RMSError as exc:
+            recorded = self._recorded_types
+            if recorded is None or exc.status != 400 or "types" not in (exc.fields or {}):
+                raise
+            log.warning(
+                "rms mirror of %r: the server does not know all of %s; following %s",
+                self.namespace, self.event_types, recorded,
+            )  # fmt: skip
+            self.event_types, self._recorded_types = recorded, None
+            return self._page(after, wait)
 
     def _follow(self) -> None:
         delay = 0.5
         while not self._stop.is_set():
+            after = self._cursor
             try:
-                page = self._page(self._cursor, self._wait)
+                page = self._page(after, self._wait)
             except RMSError as exc:
-                if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
+                if _refused(exc):
                     # The feed refuses this mirror's cursor or namespace: stop, keep the state.
-                    log.error("rms mirror of %r stopped: %s", self.namespace, exc)
-                    self.error = exc
+                    self.error = self._stopped_by(exc)
+                    log.error("rms mirror of %r stopped: %s", self.namespace, self.error)
                     return
                 log.warning("rms mirror of %r: %s; retrying", self.namespace, exc)
                 self._stop.wait(delay)
@@ -477,34 +517,49 @@ class Mirror:
                 self.error = RMSError(None, "mirror_failed", str(exc))
                 return
             delay = 0.5
-            self._apply_page(page["results"], page.get("next_cursor"))
+            self._apply_page(after, page)
             self._save()
 
     def wait_until_current(self, timeout: float = 10.0) -> bool:
         """True once the mirror has read up to the feed's head as of this call (reading the
         rest itself rather than wait for the background thread's long poll); False after
         ``timeout``. Raises the error that stopped the mirror (a refused cursor, a namespace
-        it may not read), if one did; the mirror keeps its last good state either way."""
+        it may not read), if one did; the mirror keeps its last good state either way.
+
+        A page that says ``has_more: false`` ends at the head the server had when it read it,
+        which is after this call began: applying one is being current."""
         if self.error is not None:
             raise self.error
         deadline = time.monotonic() + timeout
-        head = position(self._page("now", 0).get("next_cursor"))
         while True:
+            after = self._cursor
             try:
-                page = self._page(self._cursor, 0)
+                page = self._page(after, 0)
             except RMSError as exc:
-                if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
-                    self.error = exc
-                    raise
+                if _refused(exc):
+                    self.error = self._stopped_by(exc)
+                    raise self.error from exc
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.2)
                 continue
-            self._apply_page(page["results"], page.get("next_cursor"))
-            if position(self._cursor) >= head or not (page["results"] or page.get("has_more")):
+            if self._apply_page(after, page) and not page.get("has_more"):
                 return True
             if time.monotonic() >= deadline:
                 return False
+
+    def _stopped_by(self, exc: RMSError) -> RMSError:
+        """The error a refused read stops the mirror with: the server's, saying what now."""
+        if exc.code != FOREIGN_CURSOR:
+            return exc
+        source = f"its state file {self.state_file}, or " if self.state_file else ""
+        message = (
+            f"{exc.message} The mirror of {self.namespace!r} holds a feed cursor another "
+            f"deployment issued ({source}a server whose database was replaced since); it keeps "
+            "answering from its last good state and reads no more changes. Call refresh() to "
+            "start again from this server's snapshot."
+        )
+        return RMSError(exc.status, exc.code, message, exc.fields, body=exc.body)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -611,6 +666,11 @@ class Mirror:
 
     def __repr__(self) -> str:
         return f"Mirror({self.namespace!r}, objects={len(self)}, cursor={self._cursor!r})"
+
+
+def _refused(exc: RMSError) -> bool:
+    """A 4xx other than 429: the server refuses the read itself, retrying cannot help."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
 
 
 def _jsonable(value: Any) -> Any:
