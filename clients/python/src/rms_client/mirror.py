@@ -478,20 +478,26 @@ class Mirror:
             self._thread.start()
 
     def _page(self, after: str | None, wait: float) -> dict:
+        types = self.event_types
         try:
             return self._client.changes_page(
-                namespace=self.namespace, after=after, types=self.event_types, limit=1000,
-                wait=wait,
-            )  # fmt: skip
+                namespace=self.namespace, after=after, types=types, limit=1000, wait=wait
+            )
         except RMSError as exc:
             recorded = self._recorded_types
-            if recorded is None or exc.status != 400 or "types" not in (exc.fields or {}):
+            if (
+                recorded is None
+                or types == recorded
+                or exc.status != 400
+                or "types" not in (exc.fields or {})
+            ):
                 raise
-            log.warning(
-                "rms mirror of %r: the server does not know all of %s; following %s",
-                self.namespace, self.event_types, recorded,
-            )  # fmt: skip
-            self.event_types, self._recorded_types = recorded, None
+            if self.event_types == types:  # the thread and wait_until_current may both come
+                log.warning(
+                    "rms mirror of %r: the server does not know all of %s; following %s",
+                    self.namespace, types, recorded,
+                )  # fmt: skip
+                self.event_types = recorded
             return self._page(after, wait)
 
     def _follow(self) -> None:
