@@ -91,6 +91,38 @@ FILE_COLUMNS = (
 )  # fmt: skip
 
 
+#: A whole ``/ranking-state`` snapshot: every row, and the last page (profile, event types,
+#: feed cursor).
+Snapshot = tuple[list[dict], dict]
+DEFAULT_PAGE_SIZE = 1000
+
+
+def read_snapshot(client: Any, namespace: str, page_size: int = DEFAULT_PAGE_SIZE) -> Snapshot:
+    """Every page of ``GET /ranking-state`` through a blocking client."""
+    rows: list[dict] = []
+    cursor = None
+    while True:
+        page = client.ranking_state(namespace, cursor=cursor, page_size=page_size)
+        rows.extend(page["results"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return rows, page
+
+
+async def aread_snapshot(
+    client: Any, namespace: str, page_size: int = DEFAULT_PAGE_SIZE
+) -> Snapshot:
+    """``read_snapshot`` through an ``AsyncRMSClient``."""
+    rows: list[dict] = []
+    cursor = None
+    while True:
+        page = await client.ranking_state(namespace, cursor=cursor, page_size=page_size)
+        rows.extend(page["results"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return rows, page
+
+
 def to_us(value: datetime | str | None) -> int:
     """A time as integer microseconds since the epoch (NONE_TS for None)."""
     if value is None:
@@ -116,10 +148,15 @@ class Mirror:
         state_file: str | os.PathLike | None = None,
         *,
         wait: float = 2.0,
-        page_size: int = 1000,
+        page_size: int = DEFAULT_PAGE_SIZE,
         save_interval: float = 5.0,
         start: bool = True,
+        snapshot: Snapshot | None = None,
+        owns_client: bool = False,
     ) -> None:
+        """``snapshot`` (rows and last page, as ``read_snapshot`` returns them) is used
+        instead of reading one when there is no state file to resume from; ``owns_client``:
+        ``close()`` closes ``client`` too."""
         self._client = client
         self.namespace = namespace
         self.state_file = os.fspath(state_file) if state_file is not None else None
@@ -133,10 +170,14 @@ class Mirror:
         self._last_save = 0.0
         self._dirty = False
         self._reset()
+        self._owns_client = owns_client
         self._follows = False
         loaded = self.state_file is not None and self._load_file()
         if not loaded:
-            self.refresh()
+            if snapshot is not None:
+                self._install(snapshot)
+            else:
+                self.refresh()
         self._follows = start
         self._start()
 
@@ -150,7 +191,7 @@ class Mirror:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread, self.error, self._last_save, self._dirty = None, None, 0.0, False
-        self._follows = False
+        self._follows = self._owns_client = False
         self._reset()
         self._profile = scoring.profile_from_out(snapshot["profile"])
         self.event_types = tuple(snapshot.get("event_types") or MIRROR_TYPES)
@@ -351,18 +392,14 @@ class Mirror:
     # --- bootstrap ---------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Read the whole snapshot again (``GET /ranking-state``) and start from its cursor.
-        On any error the mirror keeps what it had, and the error is raised."""
-        rows: list[dict] = []
-        cursor = None
-        while True:
-            page = self._client.ranking_state(
-                self.namespace, cursor=cursor, page_size=self._page_size
-            )
-            rows.extend(page["results"])
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
+        """Read the whole snapshot again (``GET /ranking-state``) and start from its cursor
+        (the thread follows again if an error had stopped it). On any error the mirror keeps
+        what it had, and the error is raised."""
+        self._install(read_snapshot(self._client, self.namespace, self._page_size))
+
+    def _install(self, snapshot: Snapshot) -> None:
+        """Replace everything with ``snapshot`` (all rows and the last page), atomically."""
+        rows, page = snapshot
         old = self.__dict__.copy()
         with self._lock:
             try:
@@ -663,6 +700,8 @@ class Mirror:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self._wait + 35.0)
         self._save(force=True)
+        if self._owns_client:
+            self._client.close()
 
     def __enter__(self) -> Mirror:
         return self
