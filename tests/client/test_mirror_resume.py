@@ -101,19 +101,23 @@ def test_a_state_file_of_another_deployment_is_a_clear_error_and_the_state_is_ke
         check_equal(again, c, "kept", ids, datetime.now(UTC), random.Random(2))
 
 
-def test_a_running_mirror_stops_with_the_error_when_the_database_is_replaced(live_server):
+def test_a_mirror_whose_server_database_is_replaced_stops_with_the_error(live_server):
     _, c, ids, rng = setup(live_server, "live", seed=2)
-    with c.mirror("live", wait=0.2) as mirror:
+    # Not started: ``wait_until_current`` does every read, so none is in flight across the
+    # replacement (a request that read the old id and answers with the new one).
+    with c.mirror("live", start=False) as mirror:
         assert mirror.wait_until_current(timeout=30)
-        before = mirror.get(ids[0])
+        held, before = mirror.cursor, mirror.get(ids[0])
         replace_the_database_by_another_deployments()
+        c.record_session(session("live", rng, ids))
         with pytest.raises(RMSError) as refused:
             mirror.wait_until_current(timeout=30)
         assert refused.value.code == "foreign_cursor"
-        assert mirror.get(ids[0]) == before
+        assert mirror.error is refused.value
+        assert (mirror.cursor, mirror.get(ids[0])) == (held, before)
     # An explicit cursor of the old deployment, handed to the feed, is the same error.
     with pytest.raises(RMSError) as direct:
-        c.changes_page(namespace="live", after=mirror.cursor)
+        c.changes_page(namespace="live", after=held)
     assert (direct.value.status, direct.value.code) == (400, "foreign_cursor")
     assert "after" in direct.value.fields
 

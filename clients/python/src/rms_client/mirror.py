@@ -546,8 +546,10 @@ class Mirror:
             except RMSError as exc:
                 if _refused(exc):
                     # The feed refuses this mirror's cursor or namespace: stop, keep the state.
-                    self.error = self._stopped_by(exc)
-                    log.error("rms mirror of %r stopped: %s", self.namespace, self.error)
+                    error = self._stop_with(after, exc)
+                    if error is None:
+                        continue  # refreshed meanwhile: follow from the new cursor
+                    log.error("rms mirror of %r stopped: %s", self.namespace, error)
                     return
                 log.warning("rms mirror of %r: %s; retrying", self.namespace, exc)
                 self._stop.wait(delay)
@@ -580,8 +582,12 @@ class Mirror:
                 page = self._page(after, 0)
             except RMSError as exc:
                 if _refused(exc):
-                    self.error = self._stopped_by(exc)
-                    raise self.error from exc
+                    error = self._stop_with(after, exc)
+                    if error is None:
+                        continue
+                    if error is exc:
+                        raise
+                    raise error from exc
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.2)
@@ -590,6 +596,17 @@ class Mirror:
                 return True
             if time.monotonic() >= deadline:
                 return False
+
+    def _stop_with(self, after: str | None, exc: RMSError) -> RMSError | None:
+        """The error that stops the mirror after a read from ``after`` was refused: the first
+        one kept (the thread and ``wait_until_current`` may both meet it); None when the
+        mirror is no longer at ``after`` (``refresh`` replaced the cursor: nothing stops)."""
+        with self._lock:
+            if self._cursor != after:
+                return None
+            if self.error is None:
+                self.error = self._stopped_by(exc)
+            return self.error
 
     def _stopped_by(self, exc: RMSError) -> RMSError:
         """The error a refused read stops the mirror with: the server's, saying what now."""
