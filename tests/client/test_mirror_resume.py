@@ -191,3 +191,23 @@ def test_a_server_that_refuses_a_type_the_code_knows_is_followed_with_the_record
         assert again.error is None
         assert list(again.event_types) == OLD_TYPES
         check_equal(again, c, "skew", ids, datetime.now(UTC), random.Random(5))
+
+
+def test_a_store_sync_whose_stored_cursor_is_another_deployments_stops_clearly(live_server):
+    """``RMSStore.sync`` keeps its feed cursor in the wrapped store: one kept across a replaced
+    database is the same clear error, and the store keeps its cursor and items."""
+    from langgraph.store.memory import InMemoryStore
+    from rms_client.integrations.langgraph import RMSStore
+
+    _, c, ids, _ = setup(live_server, "synced", seed=6)
+    with c.mirror("synced") as mirror:
+        store = RMSStore(inner=InMemoryStore(), mirror=mirror)
+        store.put(("docs",), "a", {"text": "fact", "rms_object_id": ids[0]})
+        assert store.sync(c, namespace="synced", once=True) > 0
+        held = store.load_cursor("synced")
+        replace_the_database_by_another_deployments()
+        with pytest.raises(RMSError) as refused:
+            store.sync(c, namespace="synced", once=True)
+        assert (refused.value.status, refused.value.code) == (400, "foreign_cursor")
+        assert store.load_cursor("synced") == held
+        assert store.get(("docs",), "a").value["rms_object_id"] == ids[0]
