@@ -158,14 +158,13 @@ def against_server(objects: int, rate: float, seconds: float) -> dict:
             applied: dict = {}
             original = mirror._apply_page
 
-            def hooked(events, next_cursor):
-                events = list(events)
-                n = original(events, next_cursor)
+            def hooked(after, page):
+                done = original(after, page)  # False: another reader moved on, not applied
                 t = time.perf_counter()
-                for e in events:
+                for e in page["results"] if done else ():
                     if e["type"] == "object.reinforced":
                         applied.setdefault((e["target_id"], e["data"].get("session_id")), t)
-                return n
+                return done
 
             mirror._apply_page = hooked
             mirror.wait_until_current(30)

@@ -22,7 +22,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rms import store
+from rms import deployment, store
+from rms.errors import DomainError
 from rms.events import (
     DEFAULT_LIMIT,
     START,
@@ -30,8 +31,10 @@ from rms.events import (
     V1_CHANGE_OPS,
     FeedError,
     Position,
+    encode_cursor,
     event_data,
     event_type,
+    parse_cursor,
 )
 
 
@@ -79,6 +82,7 @@ def read(
         op_types=op_types,
         namespaces=namespaces,
         as_json=as_json,
+        deployment=deployment.current(),
     )
     has_more = len(rows) > limit
     rows = rows[:limit]
@@ -92,7 +96,33 @@ def read(
     return Page(events, nxt, has_more)
 
 
-def check_issued(after: Position) -> None:
+#: The error code of a cursor another deployment issued.
+FOREIGN_CURSOR = "foreign_cursor"
+
+
+def cursor(pos: Position) -> str:
+    """The cursor of ``pos`` as this deployment hands it out: naming this deployment."""
+    return encode_cursor(pos, deployment.current())
+
+
+def position(raw: str | None, field: str = "after") -> Position:
+    """The position of a cursor a consumer sent back (START when omitted): a FeedError on
+    ``field`` when it is malformed or ahead of this log; a DomainError ``foreign_cursor``
+    (400, its own code: the cursor is well formed, just not this deployment's) when another
+    deployment issued it. A cursor issued before deployments had an id names none and is
+    taken as it was (the ahead-of-the-log check is all that can refuse it)."""
+    pos, issuer = parse_cursor(raw, field)
+    if issuer is not None and issuer != deployment.current():
+        message = (
+            "Cursor was issued by another deployment of this service (another database), "
+            "not by this one: start again from this deployment's snapshot or feed."
+        )
+        raise DomainError(FOREIGN_CURSOR, message, 400, {field: [message]})
+    check_issued(pos, field)
+    return pos
+
+
+def check_issued(after: Position, field: str = "after") -> None:
     """A FeedError when ``after`` lies ahead of everything this log has released: a cursor
     from another deployment (or a database restored to an earlier point). Reading from it
     would wait for events that are not coming, or skip some."""
@@ -101,7 +131,7 @@ def check_issued(after: Position) -> None:
     db = store.get()
     if not db.position_issued(after, db.release_bound()):
         raise FeedError(
-            "after", "Cursor is ahead of this change feed: it was not issued by this deployment."
+            field, "Cursor is ahead of this change feed: it was not issued by this deployment."
         )
 
 

@@ -254,28 +254,41 @@ class Position:
 
 
 START = Position(0, 0)
-_CURSOR = re.compile(r"^(\d{1,20})\.(\d{1,20})$")
+#: ``txid.seq``, then (cursors issued since deployments have an id) ``.`` and the issuing
+#: deployment's id (``rms.deployment``: 16 hex digits).
+_CURSOR = re.compile(r"^(\d{1,20})\.(\d{1,20})(?:\.([0-9a-f]{16}))?$")
+#: Longest cursor text: base64 of 20 + 1 + 20 + 1 + 16 characters.
+_CURSOR_MAX = 80
 
 
-def encode_cursor(pos: Position) -> str:
-    return base64.urlsafe_b64encode(f"{pos.txid}.{pos.seq}".encode()).decode().rstrip("=")
+def encode_cursor(pos: Position, deployment: str | None = None) -> str:
+    """The opaque cursor of ``pos``; with ``deployment``, naming the deployment that issued it."""
+    text = f"{pos.txid}.{pos.seq}" if deployment is None else f"{pos.txid}.{pos.seq}.{deployment}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def parse_cursor(raw: str | None, field: str = "after") -> tuple[Position, str | None]:
+    """The position of a cursor and the id of the deployment that issued it (None for a cursor
+    issued before deployments had one); (START, None) when omitted. Anything else malformed is a
+    FeedError on ``field``."""
+    if raw is None or raw == "":
+        return START, None
+    try:
+        text = base64.urlsafe_b64decode((raw + "=" * (-len(raw) % 4)).encode()).decode("ascii")
+    except (binascii.Error, ValueError, UnicodeError) as exc:
+        raise FeedError(field, "Malformed cursor.") from exc
+    match = _CURSOR.match(text)
+    if match is None or len(raw) > _CURSOR_MAX:
+        raise FeedError(field, "Malformed cursor.")
+    txid, seq = int(match.group(1)), int(match.group(2))
+    if txid >= 2**63 or seq >= 2**63:
+        raise FeedError(field, "Malformed cursor.")
+    return Position(txid, seq), match.group(3)
 
 
 def decode_cursor(raw: str | None) -> Position:
     """The position of a cursor; START when omitted. Anything else malformed is a FeedError."""
-    if raw is None or raw == "":
-        return START
-    try:
-        text = base64.urlsafe_b64decode((raw + "=" * (-len(raw) % 4)).encode()).decode("ascii")
-    except (binascii.Error, ValueError, UnicodeError) as exc:
-        raise FeedError("after", "Malformed cursor.") from exc
-    match = _CURSOR.match(text)
-    if match is None or len(raw) > 64:
-        raise FeedError("after", "Malformed cursor.")
-    txid, seq = int(match.group(1)), int(match.group(2))
-    if txid >= 2**63 or seq >= 2**63:
-        raise FeedError("after", "Malformed cursor.")
-    return Position(txid, seq)
+    return parse_cursor(raw)[0]
 
 
 def parse_types(raw: str | Iterable[str] | None, *, allowed: Sequence[str] = FEED_TYPES):
@@ -302,11 +315,13 @@ def event(
     namespace: str,
     payload: dict | None,
     state: dict | None,
+    deployment: str | None = None,
 ) -> dict:
-    """The event of one change operation (API.md): the reference form of every feed event."""
+    """The event of one change operation (API.md): the reference form of every feed event;
+    its cursor names ``deployment``, the issuing deployment's id."""
     return {
         "id": str(op_id),
-        "cursor": encode_cursor(Position(txid, seq)),
+        "cursor": encode_cursor(Position(txid, seq), deployment),
         "type": event_type(op_type, state, payload),
         "ts": iso(ts),
         "namespace": namespace,

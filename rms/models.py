@@ -261,6 +261,24 @@ class ChainCheckpoint(models.Model):
         return f"checkpoint of {self.target_id} at #{self.seq}"
 
 
+class Deployment(models.Model):
+    """This deployment's identity (``rms.deployment``): one row, written once by migration
+    ``rms/0010`` (or on first use after the table was emptied), read by every process. The
+    change feed's cursors carry its id, so a cursor of another deployment is told apart."""
+
+    ONE = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ONE)
+    deployment_id = models.CharField(max_length=16, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="deployment_one")]
+
+    def __str__(self) -> str:
+        return f"deployment {self.deployment_id}"
+
+
 class IdempotencyRecord(models.Model):
     """The stored answer to a keyed request, so a retry returns it and changes nothing (SPEC §7)."""
 

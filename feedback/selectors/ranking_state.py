@@ -12,7 +12,9 @@ applied twice, an unreflected one is not lost. Each row is one statement (object
 its aggregate), so its version and its utility are of the same commit.
 
 The page cursor is signed (Django's signing, the deployment's secret): it names the namespace,
-the last object id and ``F``, and any edit of it is a 400.
+the last object id and ``F``, and any edit of it is a 400. ``F``, like every feed cursor, names
+the deployment that issued it (``rms.deployment``): a page cursor of another deployment that
+shares the secret is a 400 ``foreign_cursor``.
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ def decode_page_cursor(raw: str, namespace: str) -> tuple[str, str]:
         or value[0] != namespace
     ):
         raise _bad_cursor()
+    # Signed with this deployment's secret, but another deployment may share the secret (a
+    # copy of its settings): the feed cursor inside names its issuer, a ``foreign_cursor``.
+    try:
+        changes.position(value[2], "cursor")
+    except events.FeedError as exc:
+        raise _bad_cursor() from exc
     return value[1], value[2]
 
 
@@ -102,7 +110,7 @@ def ranking_state(ns: Namespace, cursor: str | None, size: int = DEFAULT_PAGE_SI
         after_id, feed_cursor = decode_page_cursor(cursor, ns.name)
     else:
         # The head first, then the rows (the module docstring says why this order).
-        after_id, feed_cursor = "", events.encode_cursor(changes.head())
+        after_id, feed_cursor = "", changes.cursor(changes.head())
     qs = MemoryObject.objects.filter(namespace=ns).order_by("id")
     if after_id:
         qs = qs.filter(id__gt=after_id)

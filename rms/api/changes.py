@@ -78,7 +78,9 @@ class ChangesView(APIView):
             openapi.query(
                 "after",
                 description="Resume after this cursor (a previous page's `next_cursor`); "
-                "omitted: the start of the log; `now`: its head, so only later changes arrive.",
+                "omitted: the start of the log; `now`: its head, so only later changes arrive. "
+                "A cursor names the deployment that issued it: another deployment's is a 400 "
+                "with code `foreign_cursor`.",
                 examples=[
                     OpenApiExample("head", value="now"),
                 ],
@@ -98,6 +100,9 @@ class ChangesView(APIView):
                     "has_more": drf.BooleanField(),
                 },
             ),
+            400: openapi.error(
+                "A malformed cursor or type; a cursor of another deployment is `foreign_cursor`."
+            ),
             404: openapi.error("No such namespace."),
             429: openapi.error("Too many polls waiting (with Retry-After)."),
         },
@@ -106,8 +111,7 @@ class ChangesView(APIView):
     def get(self, request):
         try:
             raw_after = request.query_params.get("after")
-            after = changes.head() if raw_after == HEAD else events.decode_cursor(raw_after)
-            changes.check_issued(after)
+            after = changes.head() if raw_after == HEAD else changes.position(raw_after)
             types = events.parse_types(request.query_params.get("types"))
         except events.FeedError as exc:
             raise ValidationError({exc.field: [exc.message]}) from exc
@@ -135,7 +139,7 @@ class ChangesView(APIView):
         # The events arrive as JSON texts (written by PostgreSQL): spliced, not re-encoded.
         body = (
             '{"results":[' + ",".join(page.events) + '],"next_cursor":'
-            + json.dumps(events.encode_cursor(position))
+            + json.dumps(changes.cursor(position))
             + ',"has_more":' + ("true" if page.has_more else "false") + "}"
         )  # fmt: skip
         return HttpResponse(body.encode(), content_type="application/json")

@@ -139,11 +139,12 @@ class Store(ABC):
         op_types: Sequence[str],
         namespaces: Sequence[str] | None,
         as_json: bool = False,
+        deployment: str | None = None,
     ) -> list[FeedRow]:
         """The first ``limit`` change operations after ``after`` in feed order, below
-        ``below``, of these operation types and namespaces (None: all). With ``as_json`` a
-        store may give each event as its JSON text (the same text ``json.dumps`` of
-        ``rms.events.event`` gives)."""
+        ``below``, of these operation types and namespaces (None: all), their cursors naming
+        ``deployment`` (None: none). With ``as_json`` a store may give each event as its JSON
+        text (the same text ``json.dumps`` of ``rms.events.event`` gives)."""
 
     @abstractmethod
     def change_head(self, below: int) -> Position | None:

@@ -111,8 +111,9 @@ def filters(op_types: Sequence[str], namespaces: Sequence[str] | None) -> tuple[
     return where, params
 
 
-def feed_row(row: tuple) -> FeedRow:
-    """A read ``COLUMNS`` row as its event (the reference form, ``rms.events.event``)."""
+def feed_row(row: tuple, deployment: str | None = None) -> FeedRow:
+    """A read ``COLUMNS`` row as its event (the reference form, ``rms.events.event``), its
+    cursor naming ``deployment``."""
     seq, txid, op_id, ts, op_type, target_type, target_id, namespace, payload, state = row
     payload, state = _json(payload), _json(state)
     event = events.event(
@@ -126,6 +127,7 @@ def feed_row(row: tuple) -> FeedRow:
         namespace=namespace,
         payload=payload,
         state=state,
+        deployment=deployment,
     )
     return FeedRow(Position(int(txid), int(seq)), event["type"], event)
 
@@ -166,6 +168,7 @@ def rows(
     limit: int,
     op_types: Sequence[str],
     namespaces: Sequence[str] | None,
+    deployment: str | None = None,
 ) -> list[FeedRow]:
     where, params = filters(op_types, namespaces)
     where.append("seq > %s AND seq < %s")
@@ -175,7 +178,7 @@ def rows(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, after.seq, below, limit])
-        return [feed_row(row) for row in cursor.fetchall()]
+        return [feed_row(row, deployment) for row in cursor.fetchall()]
 
 
 def head(below: int) -> Position | None:

@@ -481,7 +481,9 @@ class PostgresStore(Store):
     def release_bound(self) -> int:
         return pgfeed.horizon()
 
-    def change_rows(self, after, *, below, limit, op_types, namespaces, as_json=False):
+    def change_rows(
+        self, after, *, below, limit, op_types, namespaces, as_json=False, deployment=None
+    ):
         return pgfeed.rows(
             after,
             below=below,
@@ -489,6 +491,7 @@ class PostgresStore(Store):
             op_types=op_types,
             namespaces=namespaces,
             as_json=as_json,
+            deployment=deployment,
         )
 
     def change_head(self, below):

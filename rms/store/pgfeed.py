@@ -99,8 +99,9 @@ _TARGETS_SQL = " ".join(
 #: the microsecond) are those of ``events.encode_cursor`` and ``rms.replay.iso``.
 _ENVELOPE_SQL = {
     "id": "id",
-    "cursor": "rtrim(translate(encode(convert_to(txid::text || '.' || seq::text, 'UTF8'), "
-    "'base64'), '+/' || chr(10), '-_'), '=')",
+    # The deployment's id is the one parameter of the select list: ``.<id>``, or '' for none.
+    "cursor": "rtrim(translate(encode(convert_to(txid::text || '.' || seq::text || %s::text, "
+    "'UTF8'), 'base64'), '+/' || chr(10), '-_'), '=')",
     "type": _sql_type(),
     "ts": "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')",
     "namespace": "namespace",
@@ -157,8 +158,10 @@ def rows(
     op_types: Sequence[str],
     namespaces: Sequence[str] | None,
     as_json: bool = False,
+    deployment: str | None = None,
 ) -> list[FeedRow]:
-    """Change operations after ``after`` in feed order: one range read on a partial index."""
+    """Change operations after ``after`` in feed order: one range read on a partial index; the
+    events' cursors name ``deployment``."""
     where, params = filters(op_types, namespaces)
     where += ["(txid, seq) > (%s::text::xid8, %s)", "txid < %s::text::xid8"]
     # Aliased: an output column named "txid" would win over the table's in ORDER BY (and a
@@ -172,12 +175,13 @@ def rows(
         f"SELECT {columns} FROM {op_table()} WHERE {' AND '.join(where)} "
         "ORDER BY txid, seq LIMIT %s"
     )
+    head = ["" if deployment is None else f".{deployment}"] if as_json else []
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, str(after.txid), after.seq, str(below), limit])
+        cursor.execute(sql, [*head, *params, str(after.txid), after.seq, str(below), limit])
         found = cursor.fetchall()
     if as_json:
         return [FeedRow(Position(int(t), int(s)), type_, body) for s, t, type_, body in found]
-    return [feed_row(row) for row in found]
+    return [feed_row(row, deployment) for row in found]
 
 
 def head(below: int) -> Position | None:

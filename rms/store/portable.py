@@ -154,8 +154,17 @@ class PortableStore(Store):
     def release_bound(self) -> int:
         return feed.release_bound()
 
-    def change_rows(self, after, *, below, limit, op_types, namespaces, as_json=False):
-        return feed.rows(after, below=below, limit=limit, op_types=op_types, namespaces=namespaces)
+    def change_rows(
+        self, after, *, below, limit, op_types, namespaces, as_json=False, deployment=None
+    ):
+        return feed.rows(
+            after,
+            below=below,
+            limit=limit,
+            op_types=op_types,
+            namespaces=namespaces,
+            deployment=deployment,
+        )
 
     def change_head(self, below):
         return feed.head(below)

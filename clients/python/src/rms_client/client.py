@@ -25,7 +25,7 @@ from rms_client._calls import _NO_BODY, Call, Endpoints
 from rms_client._retry import Attempts, RetryPolicy, computing, parse_retry_after
 from rms_client._version import __version__
 from rms_client.errors import RMSError
-from rms_client.mirror import Mirror
+from rms_client.mirror import DEFAULT_PAGE_SIZE, Mirror, aread_snapshot
 from rms_client.recorder import Recorder
 
 API_PREFIX = "/api/v1"
@@ -412,6 +412,27 @@ class AsyncRMSClient(_Base):
         enqueues); it posts through a blocking twin of this client with the same settings."""
         twin = RMSClient(self.base_url, self.token, **self._options)
         return Recorder(twin, owns_client=True, **options)
+
+    async def mirror(self, namespace: str, state_file: str | None = None, **options: Any) -> Mirror:
+        """The local score mirror of ``namespace``, bootstrapped through this client: the
+        snapshot (unless ``state_file`` exists to resume from) is read with awaited calls.
+        ``rank`` and ``get`` never touch the network, so they are plain calls in async code.
+        It is the same ``Mirror`` as ``RMSClient.mirror``'s: its background thread follows the
+        feed through a blocking twin of this client with the same settings (closed by the
+        mirror's ``close()``); ``wait_until_current`` and ``refresh`` use the twin too, so in
+        a coroutine call them with ``asyncio.to_thread``."""
+        snapshot = None
+        if state_file is None or not os.path.exists(state_file):
+            page_size = options.get("page_size", DEFAULT_PAGE_SIZE)
+            snapshot = await aread_snapshot(self, namespace, page_size)
+        twin = RMSClient(self.base_url, self.token, **self._options)
+        try:
+            return Mirror(
+                twin, namespace, state_file, snapshot=snapshot, owns_client=True, **options
+            )
+        except BaseException:
+            twin.close()
+            raise
 
     async def aclose(self) -> None:
         await self._client.aclose()

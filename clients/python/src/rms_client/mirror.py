@@ -12,6 +12,15 @@ per object, the version its state came from and the version its ranking aggregat
 an event at or below the one held is already reflected (the snapshot may have read it), so
 applying twice or out of order cannot go wrong.
 
+Cursors are opaque: a page read from cursor ``c`` is applied, and the mirror moved to its
+``next_cursor``, only if the mirror is still at ``c`` (the thread, ``wait_until_current`` and
+``refresh`` all read pages), so no cursor is ever parsed or compared for order. A cursor the
+server refuses (another deployment's, say, from an old state file) stops the thread with a
+clear error; the mirror keeps answering from its last good state, and ``refresh()`` starts
+again from the snapshot. A mirror resumed from a state file follows the types the file
+recorded plus every type this code applies, so a file written before a type existed still
+receives it.
+
 Speed: ``rank`` reads columns precomputed when an event is applied (the constant part of the
 score, the hotness factor, its reference time in integer microseconds), so a call does one
 ``exp`` per candidate and no datetime work but reading ``now``. The formula is
@@ -22,7 +31,6 @@ row.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -69,6 +77,8 @@ MIRROR_TYPES = (
     "namespace.profile_changed",
 )
 RANKING_EVENT = "object.ranking"
+#: The server's code for a feed cursor another deployment issued.
+FOREIGN_CURSOR = "foreign_cursor"
 PROFILE_EVENT = "namespace.profile_changed"
 #: Object fields a state event may carry, and where they go.
 _STATE_FLOATS = ("confidence", "salience_base", "reinforcement_boost")
@@ -79,6 +89,38 @@ FILE_COLUMNS = (
     "confidence", "salience_base", "reinforcement_boost", "decay_profile", "pinned",
     "last_reinforced_at", "created_at", "utility", "uses", "last_use_at",
 )  # fmt: skip
+
+
+#: A whole ``/ranking-state`` snapshot: every row, and the last page (profile, event types,
+#: feed cursor).
+Snapshot = tuple[list[dict], dict]
+DEFAULT_PAGE_SIZE = 1000
+
+
+def read_snapshot(client: Any, namespace: str, page_size: int = DEFAULT_PAGE_SIZE) -> Snapshot:
+    """Every page of ``GET /ranking-state`` through a blocking client."""
+    rows: list[dict] = []
+    cursor = None
+    while True:
+        page = client.ranking_state(namespace, cursor=cursor, page_size=page_size)
+        rows.extend(page["results"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return rows, page
+
+
+async def aread_snapshot(
+    client: Any, namespace: str, page_size: int = DEFAULT_PAGE_SIZE
+) -> Snapshot:
+    """``read_snapshot`` through an ``AsyncRMSClient``."""
+    rows: list[dict] = []
+    cursor = None
+    while True:
+        page = await client.ranking_state(namespace, cursor=cursor, page_size=page_size)
+        rows.extend(page["results"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return rows, page
 
 
 def to_us(value: datetime | str | None) -> int:
@@ -96,19 +138,6 @@ def from_us(value: int) -> datetime | None:
     return None if value == NONE_TS else _EPOCH + timedelta(microseconds=value)
 
 
-def position(cursor: str | None) -> tuple[int, int]:
-    """The (transaction, seq) order of a feed cursor, to keep the mirror's cursor monotonic
-    when two readers apply pages (the background thread and ``wait_until_current``)."""
-    if not cursor:
-        return (0, 0)
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        txid, seq = text.split(".")
-        return (int(txid), int(seq))
-    except (ValueError, UnicodeError):
-        return (0, 0)
-
-
 class Mirror:
     """See the module docstring. Build it with ``client.mirror(namespace, state_file=None)``."""
 
@@ -119,10 +148,15 @@ class Mirror:
         state_file: str | os.PathLike | None = None,
         *,
         wait: float = 2.0,
-        page_size: int = 1000,
+        page_size: int = DEFAULT_PAGE_SIZE,
         save_interval: float = 5.0,
         start: bool = True,
+        snapshot: Snapshot | None = None,
+        owns_client: bool = False,
     ) -> None:
+        """``snapshot`` (rows and last page, as ``read_snapshot`` returns them) is used
+        instead of reading one when there is no state file to resume from; ``owns_client``:
+        ``close()`` closes ``client`` too."""
         self._client = client
         self.namespace = namespace
         self.state_file = os.fspath(state_file) if state_file is not None else None
@@ -136,14 +170,16 @@ class Mirror:
         self._last_save = 0.0
         self._dirty = False
         self._reset()
+        self._owns_client = owns_client
+        self._follows = False
         loaded = self.state_file is not None and self._load_file()
         if not loaded:
-            self.refresh()
-        if start:
-            self._thread = threading.Thread(
-                target=self._follow, name=f"rms-mirror-{namespace}", daemon=True
-            )
-            self._thread.start()
+            if snapshot is not None:
+                self._install(snapshot)
+            else:
+                self.refresh()
+        self._follows = start
+        self._start()
 
     @classmethod
     def from_snapshot(cls, namespace: str, snapshot: Mapping[str, Any]) -> Mirror:
@@ -155,6 +191,7 @@ class Mirror:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread, self.error, self._last_save, self._dirty = None, None, 0.0, False
+        self._follows = self._owns_client = False
         self._reset()
         self._profile = scoring.profile_from_out(snapshot["profile"])
         self.event_types = tuple(snapshot.get("event_types") or MIRROR_TYPES)
@@ -193,6 +230,7 @@ class Mirror:
         self._cursor: str | None = None
         self._profile = scoring.Profile()
         self.event_types: tuple[str, ...] = MIRROR_TYPES
+        self._recorded_types: tuple[str, ...] | None = None
 
     def _code(self, name: str | None) -> int:
         code = self._codes.get(name)
@@ -336,31 +374,32 @@ class Mirror:
         self._derive(i)
         return True
 
-    def _apply_page(self, events: Iterable[Mapping[str, Any]], next_cursor: str | None) -> int:
-        applied = 0
+    def _apply_page(self, after: str | None, page: Mapping[str, Any]) -> bool:
+        """Apply a page read from ``after`` and move to its ``next_cursor``, if the mirror is
+        still at ``after``; False (nothing done) when another reader (the thread,
+        ``wait_until_current``, ``refresh``) moved it meanwhile: the page's events are then
+        applied already or come again from the new cursor. Cursors stay opaque: the mirror
+        never compares two positions."""
         with self._lock:
-            for event in events:
-                applied += self._apply(event)
-            if next_cursor and position(next_cursor) > position(self._cursor):
-                self._cursor = next_cursor
+            if self._cursor != after:
+                return False
+            for event in page["results"]:
+                self._apply(event)
+            self._cursor = page.get("next_cursor") or after
             self._dirty = True
-        return applied
+        return True
 
     # --- bootstrap ---------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Read the whole snapshot again (``GET /ranking-state``) and start from its cursor.
-        On any error the mirror keeps what it had, and the error is raised."""
-        rows: list[dict] = []
-        cursor = None
-        while True:
-            page = self._client.ranking_state(
-                self.namespace, cursor=cursor, page_size=self._page_size
-            )
-            rows.extend(page["results"])
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
+        """Read the whole snapshot again (``GET /ranking-state``) and start from its cursor
+        (the thread follows again if an error had stopped it). On any error the mirror keeps
+        what it had, and the error is raised."""
+        self._install(read_snapshot(self._client, self.namespace, self._page_size))
+
+    def _install(self, snapshot: Snapshot) -> None:
+        """Replace everything with ``snapshot`` (all rows and the last page), atomically."""
+        rows, page = snapshot
         old = self.__dict__.copy()
         with self._lock:
             try:
@@ -374,7 +413,9 @@ class Mirror:
             except Exception:
                 self.__dict__.update(old)
                 raise
+            self.error = None
         self._save(force=True)
+        self._start()
 
     def _load_file(self) -> bool:
         """Resume from ``state_file`` (False when there is none). A file of another namespace
@@ -394,7 +435,7 @@ class Mirror:
         with self._lock:
             self._reset()
             self._profile = scoring.profile_from_out(state["profile"])
-            self.event_types = tuple(state["event_types"])
+            self._follow_types(state["event_types"])
             keys = state["columns"]
             for values in state["objects"]:
                 row = dict(zip(keys, values, strict=True))
@@ -404,6 +445,16 @@ class Mirror:
                 self._vstate[i], self._vrank[i] = row["version_state"], row["version_ranking"]
             self._cursor = state["cursor"]
         return True
+
+    def _follow_types(self, recorded: Iterable[str]) -> None:
+        """Follow what a state file recorded and every type this code applies: a file written
+        before a type existed (``namespace.profile_changed``, ``object.erased``) would
+        otherwise never receive it. A server older than this code refuses a type it does not
+        know (400 on ``types``); the mirror then goes back to the recorded list
+        (``_page``)."""
+        recorded = tuple(recorded)
+        self.event_types = recorded + tuple(t for t in MIRROR_TYPES if t not in recorded)
+        self._recorded_types = recorded if self.event_types != recorded else None
 
     def _server(self) -> str:
         return str(getattr(self._client, "base_url", ""))
@@ -450,21 +501,55 @@ class Mirror:
 
     # --- following the feed ------------------------------------------------------------------
 
+    def _start(self) -> None:
+        """Start the thread that follows the feed, unless it runs, the mirror follows nothing
+        or is closed (``refresh`` after an error that stopped it starts it again)."""
+        with self._lock:
+            if not self._follows or self._stop.is_set():
+                return
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(
+                target=self._follow, name=f"rms-mirror-{self.namespace}", daemon=True
+            )
+            self._thread.start()
+
     def _page(self, after: str | None, wait: float) -> dict:
-        return self._client.changes_page(
-            namespace=self.namespace, after=after, types=self.event_types, limit=1000, wait=wait
-        )
+        types = self.event_types
+        try:
+            return self._client.changes_page(
+                namespace=self.namespace, after=after, types=types, limit=1000, wait=wait
+            )
+        except RMSError as exc:
+            recorded = self._recorded_types
+            if (
+                recorded is None
+                or types == recorded
+                or exc.status != 400
+                or "types" not in (exc.fields or {})
+            ):
+                raise
+            if self.event_types == types:  # the thread and wait_until_current may both come
+                log.warning(
+                    "rms mirror of %r: the server does not know all of %s; following %s",
+                    self.namespace, types, recorded,
+                )  # fmt: skip
+                self.event_types = recorded
+            return self._page(after, wait)
 
     def _follow(self) -> None:
         delay = 0.5
         while not self._stop.is_set():
+            after = self._cursor
             try:
-                page = self._page(self._cursor, self._wait)
+                page = self._page(after, self._wait)
             except RMSError as exc:
-                if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
+                if _refused(exc):
                     # The feed refuses this mirror's cursor or namespace: stop, keep the state.
-                    log.error("rms mirror of %r stopped: %s", self.namespace, exc)
-                    self.error = exc
+                    error = self._stop_with(after, exc)
+                    if error is None:
+                        continue  # refreshed meanwhile: follow from the new cursor
+                    log.error("rms mirror of %r stopped: %s", self.namespace, error)
                     return
                 log.warning("rms mirror of %r: %s; retrying", self.namespace, exc)
                 self._stop.wait(delay)
@@ -477,34 +562,64 @@ class Mirror:
                 self.error = RMSError(None, "mirror_failed", str(exc))
                 return
             delay = 0.5
-            self._apply_page(page["results"], page.get("next_cursor"))
+            self._apply_page(after, page)
             self._save()
 
     def wait_until_current(self, timeout: float = 10.0) -> bool:
         """True once the mirror has read up to the feed's head as of this call (reading the
         rest itself rather than wait for the background thread's long poll); False after
         ``timeout``. Raises the error that stopped the mirror (a refused cursor, a namespace
-        it may not read), if one did; the mirror keeps its last good state either way."""
+        it may not read), if one did; the mirror keeps its last good state either way.
+
+        A page that says ``has_more: false`` ends at the head the server had when it read it,
+        which is after this call began: applying one is being current."""
         if self.error is not None:
             raise self.error
         deadline = time.monotonic() + timeout
-        head = position(self._page("now", 0).get("next_cursor"))
         while True:
+            after = self._cursor
             try:
-                page = self._page(self._cursor, 0)
+                page = self._page(after, 0)
             except RMSError as exc:
-                if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
-                    self.error = exc
-                    raise
+                if _refused(exc):
+                    error = self._stop_with(after, exc)
+                    if error is None:
+                        continue
+                    if error is exc:
+                        raise
+                    raise error from exc
                 if time.monotonic() >= deadline:
                     return False
                 time.sleep(0.2)
                 continue
-            self._apply_page(page["results"], page.get("next_cursor"))
-            if position(self._cursor) >= head or not (page["results"] or page.get("has_more")):
+            if self._apply_page(after, page) and not page.get("has_more"):
                 return True
             if time.monotonic() >= deadline:
                 return False
+
+    def _stop_with(self, after: str | None, exc: RMSError) -> RMSError | None:
+        """The error that stops the mirror after a read from ``after`` was refused: the first
+        one kept (the thread and ``wait_until_current`` may both meet it); None when the
+        mirror is no longer at ``after`` (``refresh`` replaced the cursor: nothing stops)."""
+        with self._lock:
+            if self._cursor != after:
+                return None
+            if self.error is None:
+                self.error = self._stopped_by(exc)
+            return self.error
+
+    def _stopped_by(self, exc: RMSError) -> RMSError:
+        """The error a refused read stops the mirror with: the server's, saying what now."""
+        if exc.code != FOREIGN_CURSOR:
+            return exc
+        source = f"its state file {self.state_file}, or " if self.state_file else ""
+        message = (
+            f"{exc.message} The mirror of {self.namespace!r} holds a feed cursor another "
+            f"deployment issued ({source}a server whose database was replaced since); it keeps "
+            "answering from its last good state and reads no more changes. Call refresh() to "
+            "start again from this server's snapshot."
+        )
+        return RMSError(exc.status, exc.code, message, exc.fields, body=exc.body)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -602,6 +717,8 @@ class Mirror:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self._wait + 35.0)
         self._save(force=True)
+        if self._owns_client:
+            self._client.close()
 
     def __enter__(self) -> Mirror:
         return self
@@ -611,6 +728,11 @@ class Mirror:
 
     def __repr__(self) -> str:
         return f"Mirror({self.namespace!r}, objects={len(self)}, cursor={self._cursor!r})"
+
+
+def _refused(exc: RMSError) -> bool:
+    """A 4xx other than 429: the server refuses the read itself, retrying cannot help."""
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
 
 
 def _jsonable(value: Any) -> Any:
