@@ -156,14 +156,20 @@ def ordered(qs: QuerySet, query: object_query.ObjectQuery) -> QuerySet | NullsAp
         return qs.order_by(f"-{path}", "-id") if query.descending else qs.order_by(path, "id")
     path = extensions.object_sorts()[query.sort]
     values = qs.filter(**{f"{path}__isnull": False})
-    # "No value" as NOT EXISTS (an anti-join the planner can probe row by row in id order)
-    # rather than the outer join's IS NULL, which it can only answer by joining every row.
     relation, column = path.split("__", 1)
     related = MemoryObject._meta.get_field(relation)
-    has_value = related.related_model.objects.filter(
-        **{related.field.name: OuterRef("pk"), f"{column}__isnull": False}
-    )
-    nulls = qs.filter(~Exists(has_value))
+    table = related.related_model._meta.db_table
+    if any(getattr(join, "table_name", None) == table for join in qs.query.alias_map.values()):
+        # A filter already joins the sort's table (usage_ratio_max, in_alert): keep its join,
+        # so the planner sees when that filter leaves no row without a value.
+        nulls = qs.filter(**{f"{path}__isnull": True})
+    else:
+        # "No value" as NOT EXISTS: an anti-join the planner probes row by row in id order and
+        # stops at the page's end; an outer join's IS NULL it would answer by joining every row.
+        has_value = related.related_model.objects.filter(
+            **{related.field.name: OuterRef("pk"), f"{column}__isnull": False}
+        )
+        nulls = qs.filter(~Exists(has_value))
     if query.descending:
         return NullsApart(values.order_by(F(path).desc(), "-id"), nulls.order_by("-id"), qs)
     return NullsApart(nulls.order_by("id"), values.order_by(path, "id"), qs)
