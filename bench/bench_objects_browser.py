@@ -1,7 +1,8 @@
 """The objects browser's and ``GET /objects``' filters and sorts, and ``/suppressed``, on
 PostgreSQL at scale.
 
-In a fresh ``rms_bench_browser`` database (dropped at the end): ``--objects`` objects in two
+In a fresh ``rms_bench_browser`` database (``--db`` names another ``rms_bench*``; dropped at the
+end unless ``--keep``): ``--objects`` objects in two
 namespaces (90 % in ``support``), an aggregate for 80 % of them (random usage ratios and
 injection counts), bulk-inserted with SQL (the rows the services write; the pages read them, they
 verify nothing). Then, in this process through the same selectors the pages use, for each case:
@@ -12,7 +13,7 @@ computation and the beat task, with the cache in Redis with ``--redis-url`` (els
 process's memory). ``--db`` names the scratch database (``rms_bench*``).
 
     .venv/bin/python bench/bench_objects_browser.py [--objects 100000] [--repeat 10] \
-        [--redis-url redis://127.0.0.1:6379/0] [--db rms_bench_browser]
+        [--redis-url redis://127.0.0.1:6379/0] [--db rms_bench_browser] [--keep]
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--redis-url", default=None, help="the cache in Redis (it is cleared)")
     parser.add_argument("--db", default=DB, help="scratch database (rms_bench*)")
+    parser.add_argument("--keep", action="store_true", help="keep the database at the end")
     args = parser.parse_args()
     common.stop_on_sigterm()
     common.setup_database(args.db)
@@ -112,12 +114,9 @@ def main() -> None:
                 t = time.perf_counter()
                 n = qs.count()
                 counts.append((time.perf_counter() - t) * 1000)
-            sql, params = qs[:50].query.sql_with_params()
-            with connection.cursor() as cur:
-                cur.execute("EXPLAIN " + sql, params)
-                plan = [r[0] for r in cur.fetchall()]
-            scans = [p for p in plan if " on rms_memoryobject" in p]
-            path = scans[0].split("->")[-1].split("  (")[0].strip() if scans else ""
+            # A sort on the aggregate is two queries (rms.selectors.NullsApart): both plans.
+            parts = getattr(qs, "parts", (qs,))
+            path = " ‖ ".join(_access_path(connection, part[:50]) for part in parts)
             print(
                 f"| `{case}` | {pct(pages, 0.5):.1f} / {pct(pages, 0.95):.1f} "
                 f"| {statistics.median(counts):.1f} | {n:,} | {path} |"
@@ -126,7 +125,18 @@ def main() -> None:
         _suppressed(Client(), token, args.repeat)
     finally:
         connection_close()
-        common.drop_database(args.db)
+        if not args.keep:
+            common.drop_database(args.db)
+
+
+def _access_path(connection, qs) -> str:
+    """The plan's first scan (the one that orders the page) and the other tables' scans."""
+    sql, params = qs.query.sql_with_params()
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN " + sql, params)
+        plan = [r[0] for r in cur.fetchall()]
+    scans = [p.split("->")[-1].split("  (")[0].strip() for p in plan if " on " in p and "Scan" in p]
+    return " + ".join(scans)
 
 
 def _suppressed(web, token: str, repeat: int) -> None:

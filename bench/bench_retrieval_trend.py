@@ -6,10 +6,12 @@
 
 Data as ``bench_explain``'s retrieval part (bulk-inserted sessions one minute apart, ``--per-
 session`` ranked injections each, used signals on a third): in a fresh ``rms_bench_trend``
-database, dropped at the end. "Now" is the last session's time.
+database, dropped at the end (``--reuse`` keeps it and reuses it when it is already built, so
+the pages can be profiled again; ``--db`` names another ``rms_bench*`` database). "Now" is the
+last session's time.
 
     .venv/bin/python bench/bench_retrieval_trend.py [--objects 100000] [--sessions 100000]
-        [--per-session 10] [--repeat 10]
+        [--per-session 10] [--repeat 10] [--reuse] [--db rms_bench_trend]
 """
 
 from __future__ import annotations
@@ -29,10 +31,20 @@ import common  # noqa: E402
 DB = "rms_bench_trend"
 
 
+def _built(db: str) -> bool:
+    """Whether ``db`` exists and holds a built data set (``--reuse``)."""
+    try:
+        return bool(common.sql("SELECT count(*) FROM rms_namespace", db=db)[0][0])
+    except Exception:  # noqa: BLE001 - missing database or tables: build it
+        return False
+
+
 def run(args) -> None:
     print(f"# load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    common.setup_database(DB)
-    common.django_setup(DB)
+    reuse = args.reuse and _built(args.db)
+    if not reuse:
+        common.setup_database(args.db)
+    common.django_setup(args.db)
     import time_machine
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
@@ -44,14 +56,19 @@ def run(args) -> None:
     from rms.models import ApiClient, Namespace
 
     rng = random.Random(args.seed)
-    ns = Namespace.objects.create(name=common.BENCH_NAMESPACE)
-    user = get_user_model().objects.create(username="bench")
-    client = ApiClient.objects.create(user=user, name="bench", role="admin", token_hash="-")
-    t0 = time.perf_counter()
-    n_inj = bench_explain.build_injections(client, ns, args, rng)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-    print(f"# {args.objects} objects, {n_inj} injections in {time.perf_counter() - t0:.1f} s")
+    if reuse:
+        ns = Namespace.objects.get(name=common.BENCH_NAMESPACE)
+        user = get_user_model().objects.get(username="bench")
+        print(f"# reusing {args.db}")
+    else:
+        ns = Namespace.objects.create(name=common.BENCH_NAMESPACE)
+        user = get_user_model().objects.create(username="bench")
+        client = ApiClient.objects.create(user=user, name="bench", role="admin", token_hash="-")
+        t0 = time.perf_counter()
+        n_inj = bench_explain.build_injections(client, ns, args, rng)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        print(f"# {args.objects} objects, {n_inj} injections in {time.perf_counter() - t0:.1f} s")
     now = bench_explain.EPOCH + timedelta(minutes=args.sessions)
     rows = []
     from feedback.selectors import retrieval_rows
@@ -60,7 +77,7 @@ def run(args) -> None:
         retrieval_quality.evaluate(*retrieval_rows(ns, now - timedelta(days=7), now))
 
     cold, p, c = bench_explain.timed(window_form, args.repeat)
-    rows.append(["one-window form (the API's), last 7 days", cold, p[50], p[95], c[50], c[95]])
+    rows.append(["one-window form, live, last 7 days", cold, p[50], p[95], c[50], c[95]])
     for days in (7, 14, 30, 90):
         since = now - timedelta(days=days)
 
@@ -85,6 +102,17 @@ def run(args) -> None:
 
         cold, p, c = bench_explain.timed(rolled, args.repeat)
         rows.append([f"rollup + live tail, last {days} days", cold, p[50], p[95], c[50], c[95]])
+    from feedback.selectors import namespace_retrieval_quality
+
+    def api_form():
+        namespace_retrieval_quality(ns, now - timedelta(days=7), now)
+
+    # /retrieval-quality's answer: the same rollup + live days, added up (its partial first day
+    # is computed live too).
+    cold, p, c = bench_explain.timed(api_form, args.repeat)
+    rows.append(["/retrieval-quality's form, last 7 days", cold, p[50], p[95], c[50], c[95]])
+    cold, p, c = bench_explain.timed(lambda: namespace_retrieval_quality(ns), args.repeat)
+    rows.append(["/retrieval-quality's form, unwindowed", cold, p[50], p[95], c[50], c[95]])
     # The pages below read the rollup.
     http = Client()
     http.force_login(user)
@@ -121,7 +149,11 @@ def main() -> int:
     parser.add_argument("--per-session", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--reuse", action="store_true", help="keep the database, reuse it if built")
+    parser.add_argument("--db", default=DB, help="scratch database (rms_bench*)")
     args = parser.parse_args()
+    if not (args.db.startswith("rms_bench") and args.db.replace("_", "").isalnum()):
+        parser.error("--db: benchmark databases are rms_bench*")
     common.stop_on_sigterm()
     try:
         run(args)
@@ -129,7 +161,8 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        common.drop_database(DB)
+        if not args.reuse:
+            common.drop_database(args.db)
     return 0
 
 

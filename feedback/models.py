@@ -54,6 +54,13 @@ class FeedbackAggregate(models.Model):
                 name="agg_ns_usage",
             ),
             models.Index(fields=["namespace", "unused_streak"], name="agg_ns_streak"),
+            # The object listings' sorts on the aggregate (feedback.selectors.object_filters):
+            # rms.selectors.NullsApart reads the rows that have the column in (column, object)
+            # order, joining each to its object, so a page stops after its rows.
+            models.Index(fields=["usage_ratio", "object"], name="agg_usage_obj"),
+            models.Index(fields=["total_injections", "object"], name="agg_injections_obj"),
+            models.Index(fields=["last_use_at", "object"], name="agg_last_use_obj"),
+            models.Index(fields=["total_token_cost", "object"], name="agg_tokens_obj"),
         ]
 
     def __str__(self) -> str:

@@ -173,28 +173,54 @@ def rollup_all(now: datetime) -> dict:
 
 
 def retrieval_days(
-    namespace, since: datetime, until: datetime, actor_id: str | None = None
+    namespace,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    actor_id: str | None = None,
 ) -> dict[date, DayRows]:
     """``feedback.selectors.retrieval_rows_daily`` with the whole days inside the window that
     are rolled up read from the rollup, and the rest (a partial first day, the days after the
-    mark) computed live: the same rows, in one small read plus a bounded live part."""
+    mark) computed live: the same rows, in one small read plus a bounded live part. ``since``
+    None is from the first injection, ``until`` None up to the last: the dashboard's trends
+    and the API's ``/retrieval-quality`` (:func:`retrieval_window`) both read this."""
     mark = RetrievalRollupMark.objects.filter(namespace=namespace).first()
-    since_day = since.astimezone(UTC).date()
-    first = since_day if since == midnight(since_day) else since_day + _DAY
-    last = until.astimezone(UTC).date() - _DAY
-    if mark is not None:
-        last = min(last, mark.through)
-    if mark is None or first > last:
+    if mark is None:
+        return retrieval_rows_daily(namespace, since, until, actor_id)
+    first = None
+    if since is not None:
+        since_day = since.astimezone(UTC).date()
+        first = since_day if since == midnight(since_day) else since_day + _DAY
+    last = mark.through
+    if until is not None:
+        last = min(last, until.astimezone(UTC).date() - _DAY)
+    if first is not None and first > last:
         return retrieval_rows_daily(namespace, since, until, actor_id)
     days: dict[date, list[DayRows]] = {}
-    rolled = RetrievalDay.objects.filter(namespace=namespace, day__gte=first, day__lte=last)
+    rolled = RetrievalDay.objects.filter(namespace=namespace, day__lte=last)
+    if first is not None:
+        rolled = rolled.filter(day__gte=first)
     if actor_id is not None:
         rolled = rolled.filter(client__name=actor_id)
     for row in rolled.order_by("day", "client_id"):
         days.setdefault(row.day, []).append(decode(row))
     answer = {day: retrieval_quality.merge_days(parts) for day, parts in days.items()}
-    if since < midnight(first):
+    # Without ``since`` the rollup holds every day up to the mark (it starts at the first
+    # injection's day, and a later injection with an older ts makes its day dirty).
+    if first is not None and since < midnight(first):
         answer.update(retrieval_rows_daily(namespace, since, _end_of(first - _DAY), actor_id))
-    if midnight(last) + _DAY <= until:
-        answer.update(retrieval_rows_daily(namespace, midnight(last) + _DAY, until, actor_id))
+    tail = midnight(last) + _DAY
+    if until is None or tail <= until:
+        answer.update(retrieval_rows_daily(namespace, tail, until, actor_id))
     return dict(sorted(answer.items()))
+
+
+def retrieval_window(
+    namespace,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    actor_id: str | None = None,
+) -> DayRows:
+    """The rows of the whole window (``retrieval_quality.evaluate_counts``' arguments): its
+    days from :func:`retrieval_days`, added up. Each session lies in one day, so this equals
+    the one-window live form (``feedback.selectors.retrieval_rows``) to the bit."""
+    return retrieval_quality.merge_days(retrieval_days(namespace, since, until, actor_id).values())

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import F, Q, QuerySet, TextField
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from rms import archive_verify, explain, extensions, object_query, oplog, policy, replay, store
@@ -146,17 +146,92 @@ def object_query_of(params) -> tuple[object_query.ObjectQuery, dict]:
     )
 
 
-def ordered(qs: QuerySet, query: object_query.ObjectQuery) -> QuerySet:
+def ordered(qs: QuerySet, query: object_query.ObjectQuery) -> QuerySet | NullsApart:
     """``qs`` in the query's order, ties by id. The object's own columns are never null, so
     their order is plain and an index (namespace, column, id) serves it; a registered column
-    (the aggregate's) is missing for an object never injected, which sorts as the smallest."""
+    (the aggregate's) is missing for an object never injected, which sorts as the smallest:
+    that order is read as two parts (:class:`NullsApart`)."""
     if query.sort in object_query.CORE_SORTS:
         path = object_query.CORE_SORTS[query.sort]
         return qs.order_by(f"-{path}", "-id") if query.descending else qs.order_by(path, "id")
     path = extensions.object_sorts()[query.sort]
+    values = qs.filter(**{f"{path}__isnull": False})
+    relation, column = path.split("__", 1)
+    related = MemoryObject._meta.get_field(relation)
+    table = related.related_model._meta.db_table
+    if any(getattr(join, "table_name", None) == table for join in qs.query.alias_map.values()):
+        # A filter already joins the sort's table (usage_ratio_max, in_alert): keep its join,
+        # so the planner sees when that filter leaves no row without a value.
+        nulls = qs.filter(**{f"{path}__isnull": True})
+    else:
+        # "No value" as NOT EXISTS: an anti-join the planner probes row by row in id order and
+        # stops at the page's end; an outer join's IS NULL it would answer by joining every row.
+        has_value = related.related_model.objects.filter(
+            **{related.field.name: OuterRef("pk"), f"{column}__isnull": False}
+        )
+        nulls = qs.filter(~Exists(has_value))
     if query.descending:
-        return qs.order_by(F(path).desc(nulls_last=True), "-id")
-    return qs.order_by(F(path).asc(nulls_first=True), "id")
+        return NullsApart(values.order_by(F(path).desc(), "-id"), nulls.order_by("-id"), qs)
+    return NullsApart(nulls.order_by("id"), values.order_by(path, "id"), qs)
+
+
+class NullsApart:
+    """A listing ordered by a column that is null for some rows (an object's aggregate: none
+    for an object never injected), nulls as the smallest values, ties by id: the rows where it
+    is null (by id) and the rows where it is not (by it, then id) as two queries, one after the
+    other. Each part is an inner-joined or plainly ordered query an index serves in order
+    (``agg_*_obj``, the primary key), so a page reads its rows instead of joining and sorting
+    every object of the listing as one ``ORDER BY … NULLS FIRST`` over an outer join must.
+
+    Sliced and counted like a queryset (``Paginator``, ``rms.api.pagination.offset_page``): a
+    page that starts in the first part and runs past its end continues with the second."""
+
+    ordered = True  # for Paginator: the order is total (ties by id)
+
+    def __init__(self, first: QuerySet, second: QuerySet, whole: QuerySet) -> None:
+        self.parts = (first, second)
+        self.whole = whole
+        self._first_count: int | None = None
+
+    def _count_first(self) -> int:
+        if self._first_count is None:
+            self._first_count = self.parts[0].count()
+        return self._first_count
+
+    def count(self) -> int:
+        """The listing's rows: one count of the unordered listing (no join to the sort's
+        table unless a filter needs it)."""
+        return self.whole.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __iter__(self):
+        return iter(self[0:None])
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            rows = self[key : key + 1]
+            if not rows:
+                raise IndexError(key)
+            return rows[0]
+        if key.step is not None or (key.start or 0) < 0 or (key.stop or 0) < 0:
+            raise ValueError("Only forward slices without a step.")
+        start, stop = key.start or 0, key.stop
+        if stop is not None and stop <= start:
+            return []
+        first, second = self.parts
+        rows = list(first[start:stop])
+        if stop is not None and len(rows) == stop - start:
+            return rows
+        # The slice runs past the first part: its length is known when the slice reached it.
+        if rows:
+            self._first_count = start + len(rows)
+        n_first = self._count_first()
+        rest = None if stop is None else stop - max(start, n_first)
+        skip = max(0, start - n_first)
+        rows += list(second[skip : None if rest is None else skip + rest])
+        return rows
 
 
 def object_state_as_of(obj: MemoryObject, as_of: datetime) -> tuple[Operation, int]:

@@ -5,6 +5,7 @@ connection, histograms, metric snapshots for trends and sparklines, and the aler
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -219,11 +220,24 @@ def _cached_object_stats(ids: list[int], refresh: bool = False):
 #: _both_computed): one thread per process, which keeps its connection between requests like
 #: any other (CONN_MAX_AGE); concurrent first renders queue on it, and then hit the cache.
 _side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overview-stats")
+#: A third connection for a card of the page computed while the page's other reads run
+#: (``started``): the retrieval card's live tail. Same lifetime rules as ``_side``.
+_side_card = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overview-card")
 
 
 def close_side_connection() -> None:
-    """Close the side thread's database connection (tests, before the test database goes)."""
-    _side.submit(connections.close_all).result()
+    """Close the side threads' database connections (tests, before the test database goes)."""
+    for executor in (_side, _side_card):
+        executor.submit(connections.close_all).result()
+
+
+def started(fn, *args) -> Callable[[], object]:
+    """``fn(*args)`` started now on the card connection when a second connection sees the same
+    data (``_overlap_possible``), else computed when asked: returns the function that gives its
+    answer. A first render then waits for the slowest of its reads rather than their sum."""
+    if not _overlap_possible():
+        return lambda: fn(*args)
+    return _side_card.submit(_on_side_connection, fn, *args).result
 
 
 def _on_side_connection(fn, *args):

@@ -276,7 +276,14 @@ def _retrieval_rows_grouped(namespace, since, until, actor_id, extra: tuple) -> 
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
-    answer = retrieval_quality.evaluate(*retrieval_rows(namespace, since, until, actor_id))
+    """``/retrieval-quality``: whole days of the window from the per-day rollup, the partial
+    edge days live (``feedback.retrieval_rollup.retrieval_window``, which the dashboard's
+    trends read too); the same numbers as ``retrieval_rows``' live form."""
+    # Imported here: the rollup module is built on this module's grouped selectors.
+    from feedback.retrieval_rollup import retrieval_window
+
+    rows = retrieval_window(namespace, since, until, actor_id)
+    answer = retrieval_quality.evaluate_counts(rows.ranks, rows.sessions, rows.hits)
     return {
         "namespace": namespace.name,
         "window": {"since": iso(since), "until": iso(until)},

@@ -15,7 +15,7 @@ from dashboard import charts, selectors
 from feedback.selectors import injection_sums, metric_inputs
 from rms import policy
 from rms.models import MemoryObject, Namespace
-from tests.dashboard.conftest import T0, build_history
+from tests.dashboard.conftest import T0, build_history, login
 from tests.factories import make_client
 
 
@@ -286,6 +286,44 @@ def test_a_first_render_computes_object_statistics_on_a_second_connection(
 
     assert view(overlapped) == view(sequential)
     assert sum(h.objects for h in overlapped) == MemoryObject.objects.count() > 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_overview_reads_its_retrieval_card_on_its_own_connection(require_postgres, admin):
+    """A first render with the namespace named starts the retrieval card on the card
+    connection while the health is read; the page shows what the sequential render shows."""
+    import threading
+    from unittest import mock
+
+    import time_machine
+    from django.core.cache import cache
+
+    from dashboard.selectors import overview as selectors
+    from dashboard.selectors import retrieval
+
+    build_history(make_client("w", "client", ["support"])[0], objects=4, sessions=3)
+    threads = []
+    real = retrieval.retrieval_trend
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    try:
+        with time_machine.travel(T0 + timedelta(days=2), tick=False):
+            cache.clear()
+            with mock.patch.object(retrieval, "retrieval_trend", recorded):
+                overlapped = login(admin).get("/?namespace=support").context["retrieval"]
+            cache.clear()
+            with mock.patch.object(selectors, "_overlap_possible", return_value=False):
+                sequential = login(admin).get("/?namespace=support").context["retrieval"]
+    finally:
+        selectors.close_side_connection()
+        cache.clear()
+    assert threads and threads[0].startswith("overview-card")
+    assert overlapped.window == sequential.window and overlapped.window["sessions"] == 3
+    assert overlapped.by_day == sequential.by_day
 
 
 @pytest.mark.django_db

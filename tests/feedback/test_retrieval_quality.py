@@ -9,6 +9,7 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
+from feedback import retrieval_rollup
 from tests.factories import (
     T0,
     make_client,
@@ -124,11 +125,17 @@ def test_an_unranked_injection_counts_for_its_session_but_at_no_rank(client_api)
 @pytest.mark.django_db
 def test_query_count_does_not_grow_with_the_sessions(client_api, known, django_assert_num_queries):
     quality(client_api)  # warm the token and namespace caches, if any
-    # Auth (2), the namespace, then four grouped reads, however many sessions there are.
-    with django_assert_num_queries(7):
+    # Auth (2), the namespace, the rollup's mark (none yet), then four grouped reads, however
+    # many sessions there are.
+    with django_assert_num_queries(8):
         quality(client_api, since=at(0))
     post(client_api, session("more", [(known[0], 40)], [(known[0], "CONFIRMED")], hours=6))
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
+        quality(client_api, since=at(0))
+    # Rolled up (T0's day is whole and finished): the mark, one read of the day rows, and the
+    # four grouped reads of the live tail after the mark.
+    retrieval_rollup.rollup_all(T0 + timedelta(days=5))
+    with django_assert_num_queries(9):
         quality(client_api, since=at(0))
 
 
