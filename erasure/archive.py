@@ -3,9 +3,10 @@
 An erasure whose subject has archived rows rewrites the Parquet files that hold them with the
 same rules as the database (``rms.redaction``), and each chain file whose folds carry a renamed
 actor or evidence id. Each rewritten file gets a new name (``<old stem>.e<erasure>``); one
-atomic manifest write then points the batch at the new files (name, sha256, bytes) and records,
-under ``erasures[<id>]``, the ``[original hash, residual digest]`` of every archived operation
-it redacted and the names it replaced. Only then are the old files deleted.
+atomic manifest write then points the batch at the new files (name, sha256, bytes) and names,
+under ``erasures[<id>]``, the file ``erasure-<id>.json`` (written just before) that records the
+``[original hash, residual digest]`` of every archived operation it redacted, the chains whose
+folds followed and the names it replaced. Only then are the old files deleted.
 
 Resumable: killed before the manifest write, the rerun rewrites from the old files again (the
 new names are fixed, so a file is overwritten, never doubled); killed after it, the rerun reads
@@ -154,9 +155,8 @@ def erase_archive(erasure: Erasure, rule: Rule) -> dict:
         return {"redacted": [], "replaced": [], "chains": []}
     eid = str(erasure.pk)
     manifest = arc.manifest()
-    done = manifest.get("erasures", {}).get(eid)
-    if done is None:
-        done = _rewrite(arc, manifest, erasure, rule)
+    entry = manifest.get("erasures", {}).get(eid)
+    done = _rewrite(arc, manifest, erasure, rule) if entry is None else _recorded(arc, entry)
     for name in done["replaced"]:  # after the manifest names the new files
         arc.remove(name)
     return done
@@ -188,9 +188,24 @@ def _rewrite(arc: Archive, manifest: dict, erasure: Erasure, rule: Rule) -> dict
     for batch in manifest["batches"]:
         _chains_file(arc, batch, rule, eid, replaced, touched)
     done = {"redacted": pairs, "replaced": replaced, "chains": sorted(touched)}
-    manifest.setdefault("erasures", {})[eid] = done
+    # the lists grow with the subject (a namespace: every archived operation), so they go in a
+    # file of their own, written before the manifest that names it; the manifest stays small
+    data = json.dumps(done, sort_keys=True).encode()
+    name = f"erasure-{eid}.json"
+    arc.write_bytes(name, data)
+    manifest.setdefault("erasures", {})[eid] = {
+        "name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+    }  # fmt: skip
     arc.write_manifest(manifest)
     return done
+
+
+def _recorded(arc: Archive, entry: dict) -> dict:
+    """What a killed run of this erasure recorded: its file (or, in a manifest written before
+    the file existed, the entry itself)."""
+    if "redacted" in entry:
+        return entry
+    return json.loads(arc.read_bytes(entry["name"]))
 
 
 def _chains_file(

@@ -51,6 +51,9 @@ class Receipt(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     counts = serializers.DictField(child=serializers.IntegerField())
     operation_id = serializers.UUIDField(
-        allow_null=True, help_text="The ERASURE operation on the namespace's chain."
+        allow_null=True,
+        help_text="The ERASURE operation on the namespace's chain: the first part of the "
+        "receipt when it lists more redacted operations than one part holds "
+        "(`RMS_ERASURE_RECEIPT_PAIRS`); the others follow it with the same `erasure_id`.",
     )
     task = serializers.UUIDField(allow_null=True)

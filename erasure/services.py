@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -228,24 +229,35 @@ def _erase(erasure: Erasure, ns: Namespace, archived: dict | None) -> None:
     found = any(counts.values())
     # an object already erased (nothing changed) gets no second object.erased
     ops = _object_erased_ops(object_ids, erasure, kind, now) if found else []
-    payload = {
-        "erasure_id": str(erasure.pk),
-        "subject": {"kind": kind, "id": erasure.subject_id},
-        "requested_by": erasure.requested_by,
-        "counts": counts,
-        "redacted": listed,
-        "erased_objects": [str(i) for i in object_ids],
-    }
-    payload["mac"] = receipt_mac(key, payload)
-    receipt = oplog.namespace_op(
-        ns, ERASURE_OP, ts=max(now, ns.last_op_ts or now), payload=payload,
-        actor_id=erasure.requested_by, actor_type=ACTOR_TYPE,
-    )  # fmt: skip
-    store.get().insert(Operation, [*ops, receipt])
+    receipts = []
+    parts = _parts(listed, [str(i) for i in object_ids], settings.RMS_ERASURE_RECEIPT_PAIRS)
+    for part, (redacted, objects) in enumerate(parts, start=1):
+        payload = {
+            "erasure_id": str(erasure.pk),
+            "subject": {"kind": kind, "id": erasure.subject_id},
+            "requested_by": erasure.requested_by,
+            "counts": counts,
+            "part": part,
+            "parts": len(parts),
+            "redacted": redacted,
+            "erased_objects": objects,
+        }
+        payload["mac"] = receipt_mac(key, payload)
+        receipts.append(
+            oplog.namespace_op(
+                ns,
+                ERASURE_OP,
+                ts=max(now, ns.last_op_ts or now),
+                payload=payload,
+                actor_id=erasure.requested_by,
+                actor_type=ACTOR_TYPE,
+            )
+        )
+    store.get().insert(Operation, [*ops, *receipts])
     ns.save(update_fields=["head_hash", "last_op_ts"])
     erasure.state = Erasure.COMPLETED
     erasure.counts = counts
-    erasure.operation_id = receipt.id
+    erasure.operation_id = receipts[0].id
     erasure.completed_at = now
     erasure.pending_subject = ""
     erasure.message = (
@@ -254,6 +266,17 @@ def _erase(erasure: Erasure, ns: Namespace, archived: dict | None) -> None:
         else "Nothing to erase: the subject is already erased or holds no personal data here."
     )
     erasure.save()
+
+
+def _parts(listed: list, objects: list[str], size: int) -> list[tuple[list, list[str]]]:
+    """The receipt's lists cut into parts of at most ``size`` entries each (at least one part,
+    empty for an erasure that found nothing): one ERASURE operation per part."""
+    size = max(1, size)
+    count = max(1, -(-max(len(listed), len(objects)) // size))
+    return [
+        (listed[i * size : (i + 1) * size], objects[i * size : (i + 1) * size])
+        for i in range(count)
+    ]
 
 
 def _object_erased_ops(object_ids: list, erasure: Erasure, kind: str, now) -> list:
@@ -271,7 +294,7 @@ def _object_erased_ops(object_ids: list, erasure: Erasure, kind: str, now) -> li
                 actor_id=erasure.requested_by,
                 actor_type=ACTOR_TYPE,
                 key=key,
-            )  # fmt: skip
+            )
         )
         obj.save(update_fields=["version", "head_hash", "last_op_ts"])
     return ops

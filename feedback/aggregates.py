@@ -104,20 +104,27 @@ def on_signal(
 
 
 def on_session_end(
-    agg: Aggregate, *, signal_types: list[str], outcome: str | None, ts: datetime
+    agg: Aggregate,
+    *,
+    signal_types: list[str],
+    outcome: str | None,
+    ts: datetime,
+    ranking: tuple[float, int, datetime | None] | None = None,
 ) -> None:
     """Close one feedback session for an object injected in it (SPEC §8, §12).
 
     ``signal_types`` are the signals it received in this session, automatic UNUSED included.
     The streak grows only when every one of them was UNUSED; otherwise a signal already reset it.
     Utility moves only with an outcome, and only down for an object that was not used (§11).
+    ``ranking``: :func:`ranking_after_session` of these same arguments, when the caller already
+    computed it (the planner, for the session's INJECTION_EVENT): stored as it is.
     """
     if all(t == policy.UNUSED for t in signal_types):
         agg.unused_streak += 1
         agg.unused_sessions += 1
-    agg.utility, agg.uses, agg.last_use_at = ranking_after_session(
-        agg, signal_types=signal_types, outcome=outcome, ts=ts
-    )
+    if ranking is None:
+        ranking = ranking_after_session(agg, signal_types=signal_types, outcome=outcome, ts=ts)
+    agg.utility, agg.uses, agg.last_use_at = ranking
 
 
 def ranking_after_session(

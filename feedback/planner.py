@@ -192,6 +192,9 @@ class SessionWork:
     received: defaultdict = field(default_factory=lambda: defaultdict(list))
     #: The signal types the session will apply, by object id as sent (the ranking event's input).
     planned_types: defaultdict = field(default_factory=lambda: defaultdict(list))
+    #: Each injected object's (utility, uses, last_use_at) once the session closes, by object
+    #: id: computed once for its INJECTION_EVENT, stored by its session end.
+    ranking: dict = field(default_factory=dict)
     signals_out: list[dict] = field(default_factory=list)
     unused_ids: list[str] = field(default_factory=list)
     #: The payload JSON of the session's plain automatic UNUSED, once one is planned.
@@ -390,9 +393,10 @@ class SessionPlan:
         agg = self.loaded.aggregates.get(obj.pk)
         # The object's ranking inputs once the session closes (the ranking event, rms.events):
         # the session's own signals decide them, so they are known before the chain is written.
-        utility, uses, last_use_at = aggregates.ranking_after_session(
+        ranking = work.ranking[obj.pk] = aggregates.ranking_after_session(
             agg, signal_types=work.planned_types[inj["object_id"]], outcome=row.outcome, ts=ts
         )
+        utility, uses, last_use_at = ranking
         payload = {
             "session_id": row.session_id,
             "request_id": row.request_id,
@@ -526,13 +530,20 @@ class SessionPlan:
 
     def _end_injections(self, work: SessionWork) -> None:
         """SPEC §8: each injected object closes the session in its aggregate; one that got
-        only UNUSED ends unused and its streak grows (the sweep trigger, SPEC §9)."""
+        only UNUSED ends unused and its streak grows (the sweep trigger, SPEC §9). Its
+        utility, uses and last use are those its INJECTION_EVENT carries (``_inject``): the
+        signals it received are the ones planned (``session_signals``, applied in that order),
+        and no signal moves them, so the same inputs give the same values, computed once."""
         outcome, ts = work.row.outcome, work.row.ts
         for pk, injection in work.injected.items():
             types = work.received[pk]
             injection.ended_unused = all(t == policy.UNUSED for t in types)
             aggregates.on_session_end(
-                self.loaded.aggregates.get(pk), signal_types=types, outcome=outcome, ts=ts
+                self.loaded.aggregates.get(pk),
+                signal_types=types,
+                outcome=outcome,
+                ts=ts,
+                ranking=work.ranking[pk],
             )
             if injection.ended_unused:
                 self.streak_grew.add(pk)

@@ -8,7 +8,6 @@ one that does not exist (404), except where the caller names a namespace it may 
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable
 from datetime import datetime
@@ -322,30 +321,33 @@ def object_explanation(obj: MemoryObject, as_of: datetime) -> dict | None:
     )
     payloads = json.loads("[" + ",".join(row.payload_text for row in rows) + "]")
     records = list(map(replay.OpRecord.from_row, rows, payloads))
+    if not records or records[0].op_type != "OBJECT_CREATED":
+        # The log lacks the creation: not created yet, or its creation is archived (a
+        # checkpoint). Then the archived operations go first and the chain folds once; a
+        # chain still whole in the log reads no checkpoint.
+        cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
+        if cp is not None:
+            records = [*_archived_records(cp, obj.pk, as_of), *records]
     try:
         answer = explain.explain(records, created_at=obj.created_at, as_of=as_of)
     except explain.NotYetCreated:
-        # not created yet, or its creation is archived (a checkpoint): then the fold starts
-        # from the archived operations
-        cp = ChainCheckpoint.objects.filter(target_id=obj.pk).first()
-        if cp is None:
-            return None
-        try:
-            archived = archive_verify.archived_ops(cp.namespace, obj.pk, as_of)
-        except archive_verify.Gone as exc:
-            raise DomainError("archived", f"{exc} The explanation needs it.", 410) from exc
-        archived = [
-            row
-            for row in archived
-            if row["op_type"] in explain.STATE_OP_TYPES
-            or (
-                row["op_type"] == "FEEDBACK_EVENT"
-                and row["payload"].get("effect") == policy.EFFECT_REJECTED
-            )
-        ]
-        ops = itertools.chain((archive_verify.record(row) for row in archived), records)
-        try:
-            answer = explain.explain(ops, created_at=obj.created_at, as_of=as_of)
-        except explain.NotYetCreated:
-            return None
+        return None
     return {"id": str(obj.pk), "namespace": obj.namespace.name, **answer}
+
+
+def _archived_records(cp: ChainCheckpoint, target_id, as_of: datetime) -> list[replay.OpRecord]:
+    """The archived operations up to ``as_of`` the explanation folds (as the log's read
+    selects them); 410 when the archive is gone."""
+    try:
+        rows = archive_verify.archived_ops(cp.namespace, target_id, as_of)
+    except archive_verify.Gone as exc:
+        raise DomainError("archived", f"{exc} The explanation needs it.", 410) from exc
+    return [
+        archive_verify.record(row)
+        for row in rows
+        if row["op_type"] in explain.STATE_OP_TYPES
+        or (
+            row["op_type"] == "FEEDBACK_EVENT"
+            and row["payload"].get("effect") == policy.EFFECT_REJECTED
+        )
+    ]

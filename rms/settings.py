@@ -575,3 +575,7 @@ LOGGING = {
 # Erasure (docs/DECISIONS.md "Erasure"): the key of actor pseudonyms and of erasure receipts'
 # MACs, kept outside the database; empty: derived from SECRET_KEY (then keep that key too).
 RMS_ERASURE_KEY = env.str("RMS_ERASURE_KEY", default="")
+#: At most this many redacted operations (and erased objects) per ERASURE operation: a larger
+#: erasure writes its receipt as several chained parts (docs/DECISIONS.md "Erasure and the
+#: archive, continued"), so no row grows with the size of the namespace.
+RMS_ERASURE_RECEIPT_PAIRS = env.int("RMS_ERASURE_RECEIPT_PAIRS", default=10_000)

@@ -81,8 +81,9 @@ def test_the_sqlite_file_holds_no_erased_string(admin_api, client_api):
 def _waiting_for_a_lock(pid_filter: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
+            # this test database's sessions only: the server is shared with other suites
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE %s",
+            "AND datname = current_database() AND query LIKE %s",
             [pid_filter],
         )
         return cursor.fetchone()[0] > 0

@@ -17,7 +17,7 @@ import pytest
 from feedback import aggregates as agg
 from feedback import rebuild, retention
 from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, SignalRecord
-from rms import verification
+from rms import explain, verification
 from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, MemoryObject, Namespace, Operation
 from tests.factories import HUMAN, T0, make_objects, post, session
@@ -247,3 +247,35 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings):
     assert verification.verify_replay_all()["ok"]
     assert result["operations"] > 0
     assert not FeedbackSession.objects.filter(ts__lt=CUT).exists()
+
+
+@pytest.mark.django_db
+def test_explain_of_an_archived_chain_folds_once(client_api, archive_dir, monkeypatch):
+    """With the creation archived, the explanation reads the checkpoint first and folds the
+    archived and remaining operations in one pass, before and after the cut, as before it."""
+    ids = build(client_api, sessions=30)
+    times = [T0 + timedelta(hours=h, minutes=30) for h in (5, 29)]  # before, after the cut
+    url = f"/api/v1/objects/{ids[1]}/explain"
+    before = [client_api.get(url, {"as_of": t.isoformat()}).json() for t in times]
+    retain(1)
+    run_pass(batch=40)
+    assert ChainCheckpoint.objects.filter(target_id=ids[1]).exists()
+    folds = []
+    real = explain.explain
+
+    def counted(ops, **kw):
+        folds.append(kw["as_of"])
+        return real(ops, **kw)
+
+    monkeypatch.setattr(explain, "explain", counted)
+    for t, answer in zip(times, before, strict=True):
+        response = client_api.get(url, {"as_of": t.isoformat()})
+        assert response.status_code == 200, response.json()
+        assert response.json() == answer
+    assert folds == times  # one fold per request
+    created = MemoryObject.objects.get(pk=ids[1]).created_at
+    too_early = (created - timedelta(hours=1)).isoformat()
+    assert client_api.get(url, {"as_of": too_early}).status_code == 404
+    shutil.rmtree(archive_dir)
+    gone = client_api.get(url, {"as_of": times[1].isoformat()})
+    assert gone.status_code == 410 and gone.json()["error"]["code"] == "archived"
