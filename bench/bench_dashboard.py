@@ -268,7 +268,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
     times = sorted(start + timedelta(seconds=rng.random() * span) for _ in range(n_sessions))
     sess_cols = [
         "id", "client", "request_id", "body_hash", "session_id", "ts", "namespace_scope",
-        "context_budget", "tokens_used", "context_text", "context_tags", "outcome", "record",
+        "context_budget", "tokens_used", "context_text", "context_tags", "outcome", "stored_record",
         "head_hash", "last_op_ts",
     ]  # fmt: skip
     scope_cols = ["session", "namespace", "ts", "context_budget", "has_corrected"]
