@@ -85,17 +85,26 @@ def setup_django():
 
 
 def copy(model, columns: list[str], rows) -> int:
-    """COPY rows (tuples in ``columns`` order; JSON as text) into ``model``'s table."""
+    """COPY rows (tuples in ``columns`` order; JSON as text, hashes as hex) into ``model``'s
+    table; a ``HashField`` column (bytea) gets bytea's ``\\x`` hex input."""
     from django.db import connection
 
+    from rms.store.fields import HashField
+
     table = connection.ops.quote_name(model._meta.db_table)
-    cols = ", ".join(connection.ops.quote_name(model._meta.get_field(c).column) for c in columns)
+    fields = [model._meta.get_field(c) for c in columns]
+    cols = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    hashes = [i for i, f in enumerate(fields) if isinstance(f, HashField)]
     n = 0
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as cp,
     ):
         for row in rows:
+            if hashes:
+                row = list(row)
+                for i in hashes:
+                    row[i] = "\\x" + row[i]
             cp.write_row(row)
             n += 1
     return n
@@ -259,7 +268,7 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
     times = sorted(start + timedelta(seconds=rng.random() * span) for _ in range(n_sessions))
     sess_cols = [
         "id", "client", "request_id", "body_hash", "session_id", "ts", "namespace_scope",
-        "context_budget", "tokens_used", "context_text", "context_tags", "outcome", "record",
+        "context_budget", "tokens_used", "context_text", "context_tags", "outcome", "stored_record",
         "head_hash", "last_op_ts",
     ]  # fmt: skip
     scope_cols = ["session", "namespace", "ts", "context_budget", "has_corrected"]

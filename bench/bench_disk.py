@@ -8,7 +8,10 @@ the difference divided by the sessions is what a session costs. It also prints e
 ``idx_scan`` from ``pg_stat_user_indexes`` after the traffic (an index nothing reads is a cut
 candidate; check the query plans of the reads that are not in this traffic before dropping).
 
-    .venv/bin/python bench/bench_disk.py [--objects 5000] [--batches 4] [--keep-db]
+    .venv/bin/python bench/bench_disk.py [--objects 5000] [--batches 4] [--keep-db] [--db NAME]
+
+``--db`` names another scratch database (``rms_bench…``), so two runs on one server do not
+collide.
 """
 
 from __future__ import annotations
@@ -48,12 +51,15 @@ def measure() -> dict[str, dict]:
 
 
 def main() -> None:
+    global DB
     common.stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--db", default=DB)
     args = parser.parse_args()
+    DB = args.db
     common.setup_database(DB)
     try:
         token = common.create_api_client("bench-disk", db=DB)

@@ -66,7 +66,7 @@ SELECT gen_random_uuid(), now() - interval '30 days' + (g * interval '1 ms'), 'R
          'reinforcement_boost', 0.0, 'reinforcement_count', 1 + g %% 40,
          'last_reinforced_at', '2026-11-01T00:00:00.000000+00:00', 'pinned', false,
          'evidence_ids', '[]'::jsonb, 'version', 2 + g %% 90),
-       repeat('0', 64), md5(g::text) || md5(g::text)
+       decode(repeat('0', 64), 'hex'), decode(md5(g::text) || md5(g::text), 'hex')
 FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
 """
 

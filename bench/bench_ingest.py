@@ -10,7 +10,7 @@ Sessions carry 10 injections and 3 signals (13 events). Measured, in one run on 
    indexes, in one transaction; three times, the fastest counts. Batch throughput is reported
    as a share of that floor.
 
-    .venv/bin/python bench/bench_ingest.py [--objects 5000] [--single 400] [--batches 6]
+    .venv/bin/python bench/bench_ingest.py [--objects 5000] [--single 400] [--batches 6] [--db NAME]
 """
 
 from __future__ import annotations
@@ -202,12 +202,15 @@ def raw_copy_floor(sessions_since: str, repeat: int = 3) -> tuple[list[float], i
 
 
 def main() -> None:
+    global DB
     common.stop_on_sigterm()
     parser = argparse.ArgumentParser()
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--single", type=int, default=400)
     parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--db", default=DB, help="another scratch database (rms_bench…)")
     args = parser.parse_args()
+    DB = args.db
     common.setup_database(DB)
     try:
         token = common.create_api_client("bench-ingest", db=DB)

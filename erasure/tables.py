@@ -8,11 +8,13 @@ operation, its original hash and the residual digest the ERASURE receipt lists.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
 
 from delivery.models import WebhookDelivery
+from feedback import session_record
 from feedback.models import FeedbackSession, SignalRecord
 from otlp.models import OtlpSpan, OtlpTrace
 from rms import store
@@ -118,20 +120,35 @@ def redact_operations(scope: Scope, rule: Rule) -> list[list[str]]:
     return listed
 
 
-def _rewrite(rows, fields: list[str], change) -> int:
-    """Apply ``change(row) -> bool`` to each row; save the changed ones in batches."""
+def _rewrite(rows, fields: list[str], change, prepare=None) -> int:
+    """Apply ``change(row) -> bool`` to each row; save the changed ones in batches.
+    ``prepare(rows)`` runs on each batch read first (one query for what ``change`` reads)."""
     model, changed, count = None, [], 0
-    for row in rows.iterator(BATCH):
-        model = type(row)
-        if change(row):
-            changed.append(row)
-            count += 1
-        if len(changed) >= BATCH:
-            store.get().update(model, changed, fields)
-            changed = []
+    for batch in _batches(rows.iterator(BATCH)):
+        if prepare is not None:
+            prepare(batch)
+        for row in batch:
+            model = type(row)
+            if change(row):
+                changed.append(row)
+                count += 1
+            if len(changed) >= BATCH:
+                store.get().update(model, changed, fields)
+                changed = []
     if changed:
         store.get().update(model, changed, fields)
     return count
+
+
+def _batches(rows) -> Iterator[list]:
+    batch = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def redact_objects(scope: Scope, rule: Rule) -> int:
@@ -181,14 +198,24 @@ def redact_tallies(scope: Scope, rule: Rule) -> int:
 
 
 def redact_sessions(scope: Scope, rule: Rule) -> int:
-    def change(s: FeedbackSession) -> bool:
-        before = (s.context_text, s.context_tags, s.record)
-        s.context_text, s.context_tags, s.record = redact_session(
-            rule, s.context_text, s.context_tags, s.record
-        )
-        return before != (s.context_text, s.context_tags, s.record)
+    """A changed record is stored on the row, whether it was stored or rebuilt from the log
+    (``feedback.session_record``): the reader then sees the record redacted by this rule even
+    when the session's FEEDBACK_SESSION operation is outside the erasure's scope."""
 
-    return _rewrite(scope.sessions, ["context_text", "context_tags", "record"], change)
+    def change(s: FeedbackSession) -> bool:
+        record = s.record
+        before = (s.context_text, s.context_tags, record)
+        s.context_text, s.context_tags, redacted = redact_session(
+            rule, s.context_text, s.context_tags, record
+        )
+        if redacted != record:
+            s.record = redacted
+        return before != (s.context_text, s.context_tags, redacted)
+
+    return _rewrite(
+        scope.sessions, ["context_text", "context_tags", "stored_record"], change,
+        prepare=session_record.fill,
+    )  # fmt: skip
 
 
 def redact_signals(scope: Scope, rule: Rule) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from analysis import api as detection
-from feedback import aggregates, planner, selectors, services
+from feedback import aggregates, planner, selectors, services, session_record
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from feedback.planner import Answer, Changes, Events, Item, Loaded, SessionPlan
 from rms import gcpause, store
@@ -147,6 +147,7 @@ def load_state(client: ApiClient, pending: list[Item]) -> Loaded:
             )
         )
     found = store.get().read(selects)
+    session_record.fill(found[0])  # retried requests answer from their records: one query
     objects = {obj.pk: obj for obj in found[2]}
     return Loaded(
         stored={s.request_id: s for s in found[0]},

@@ -70,7 +70,8 @@ class FeedbackAggregate(models.Model):
 class FeedbackSession(models.Model):
     """One LLM interaction that used a memory bundle (SPEC §7), with its own operation chain.
 
-    ``(client, request_id)`` is the idempotency key; ``record`` is the stored answer.
+    ``(client, request_id)`` is the idempotency key; ``record`` is the answer (rebuilt from the
+    session's FEEDBACK_SESSION operation unless the row stores one).
     """
 
     OUTCOMES = ("SUCCESS", "PARTIAL", "FAILED")
@@ -89,7 +90,8 @@ class FeedbackSession(models.Model):
     context_text = models.TextField(blank=True, default="")
     context_tags = models.JSONField(default=list, blank=True)
     outcome = models.CharField(max_length=8, null=True, blank=True)
-    record = models.JSONField()
+    # NULL: the record is its FEEDBACK_SESSION payload's (``record``, feedback.session_record).
+    stored_record = models.JSONField(db_column="record", null=True, blank=True)
     head_hash = models.CharField(max_length=64)
     last_op_ts = models.DateTimeField()
 
@@ -101,6 +103,25 @@ class FeedbackSession(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.session_id} / {self.request_id}"
+
+    #: The record rebuilt from the log, once read (``feedback.session_record.fill``).
+    rebuilt: dict | None = None
+
+    @property
+    def record(self) -> dict | None:
+        """The session record (API.md): the stored one when the row has it, else rebuilt from
+        its FEEDBACK_SESSION operation (one query, or none after ``session_record.fill``)."""
+        if self.stored_record is not None:
+            return self.stored_record
+        if self.rebuilt is None:
+            from feedback import session_record
+
+            session_record.fill([self])
+        return self.rebuilt
+
+    @record.setter
+    def record(self, value: dict | None) -> None:
+        self.stored_record = value
 
 
 def event_ref(to, **options) -> models.ForeignKey:

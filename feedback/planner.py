@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import fmean
-from typing import ClassVar
 
 from analysis import api as detection
 from feedback import aggregates
@@ -115,10 +114,8 @@ def tally_pairs(items: list[Item]) -> set[tuple]:
 
 @dataclass(eq=False)
 class SessionRow:
-    """A ``FeedbackSession`` row as built (its columns), with its record's JSON text, encoded
-    once for the stored row and for the batch answer (``rms.store`` writes it as it is)."""
-
-    JSON_TEXTS: ClassVar[dict] = {"record": "record_json"}
+    """A ``FeedbackSession`` row as built (its columns). Its record is not stored: it is the
+    FEEDBACK_SESSION payload's (``feedback.session_record``)."""
 
     id: uuid.UUID
     client_id: int
@@ -132,10 +129,9 @@ class SessionRow:
     context_text: str
     context_tags: list
     outcome: str | None
-    record: dict | None
+    stored_record: dict | None
     head_hash: str
     last_op_ts: datetime
-    record_json: str | None = None
 
     @property
     def pk(self) -> uuid.UUID:  # a chain target (``rms.oplog.ChainTarget``)
@@ -370,7 +366,7 @@ class SessionPlan:
             context_text=data.get("context_text") or "",
             context_tags=list(data.get("context_tags") or []),
             outcome=data.get("outcome"),
-            record=None,
+            stored_record=None,
             head_hash=GENESIS_HASH,
             last_op_ts=ts,
         )
@@ -549,7 +545,8 @@ class SessionPlan:
                 self.streak_grew.add(pk)
 
     def _session_record(self, work: SessionWork) -> dict:
-        """The session record (API.md), encoded once for the stored row and the answer."""
+        """The session record (API.md), encoded once for the answer; the row does not store it
+        (its FEEDBACK_SESSION payload holds the same, ``feedback.session_record``)."""
         row = work.row
         record = {
             "id": str(row.id),
@@ -566,10 +563,7 @@ class SessionPlan:
             "unused_ids": work.unused_ids,
             "session_str_mean": fmean(work.str_values) if work.str_values else None,
         }
-        row.record = record
-        row.record_json = work.item.record_json = json.dumps(
-            record, separators=(",", ":"), allow_nan=False
-        )
+        work.item.record_json = json.dumps(record, separators=(",", ":"), allow_nan=False)
         return record
 
     def _close_session(self, work: SessionWork, record: dict) -> None:

@@ -129,9 +129,13 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
 
 
 def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
-    cols: dict[str, list] = {f: [] for f in fields}
+    """The rows' columns by their database names (a session's ``stored_record`` is ``record``,
+    as in archives written before it was renamed)."""
+    meta = qs.model._meta
+    names = [meta.get_field(f).column if f in _RENAMED else f for f in fields]
+    cols: dict[str, list] = {n: [] for n in names}
     for row in qs.values_list(*fields):
-        for f, value in zip(fields, row, strict=True):
+        for f, value in zip(names, row, strict=True):
             if isinstance(value, datetime):
                 value = iso(value)
             elif isinstance(value, UUID):
@@ -140,6 +144,9 @@ def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
                 value = canonical_json(value)
             cols[f].append(value)
     return cols
+
+
+_RENAMED = frozenset({"stored_record"})
 
 
 def _fields(model) -> list[str]:

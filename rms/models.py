@@ -14,6 +14,7 @@ from django.db.models.base import ModelState
 
 from rms import policy
 from rms.replay import STATE_FIELDS
+from rms.store.fields import HashField
 
 GENESIS_HASH = "0" * 64
 
@@ -229,8 +230,9 @@ class Operation(models.Model):
     payload = models.JSONField()
     policy_version = models.CharField(max_length=32, blank=True, default="")
     state = models.JSONField(null=True, blank=True)
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
+    # 32 bytes on PostgreSQL, hex text in Python (rms.store.fields).
+    prev_hash = HashField()
+    hash = HashField()
 
     class Meta:
         indexes = [

@@ -42,7 +42,7 @@ def session_rows(
     qs = SessionNamespace.objects.filter(namespace=namespace).prefetch_related(
         Prefetch(
             "session",
-            queryset=FeedbackSession.objects.defer("record", "context_text", "body_hash"),
+            queryset=FeedbackSession.objects.defer("stored_record", "context_text", "body_hash"),
         )
     )
     if outcome == "none":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from feedback import session_record
 from feedback.models import FeedbackAggregate, FeedbackSession
 from feedback.selectors import records_for_reader
 from rms.policy import TOTAL_FIELDS
@@ -49,12 +50,17 @@ def session_records(ns, client, chunk: int = 2000):
     """The namespace's session records as ``client`` may see them, a chunk at a time."""
     qs = FeedbackSession.objects.filter(scopes__namespace=ns).order_by("ts", "id")
     batch = []
-    for record in qs.values_list("record", flat=True).iterator(chunk_size=chunk):
-        batch.append(record)
+    for session in qs.only("id", "ts", "stored_record").iterator(chunk_size=chunk):
+        batch.append(session)
         if len(batch) == chunk:
-            yield from records_for_reader(client, batch)
+            yield from _records(client, batch)
             batch = []
-    yield from records_for_reader(client, batch)
+    yield from _records(client, batch)
+
+
+def _records(client, sessions: list) -> list[dict]:
+    session_record.fill(sessions)  # the records the rows do not store: one query a chunk
+    return records_for_reader(client, [s.record for s in sessions])
 
 
 def session_rows(ns, client) -> Iterator[list]:

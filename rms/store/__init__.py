@@ -9,9 +9,12 @@ read (``Select``) and hand over rows; they never ask which database they are on.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import connection
 
-from rms.store.base import Select, Store, attach_namespaces
+if TYPE_CHECKING:
+    from rms.store.base import Select, Store, attach_namespaces
 
 __all__ = [
     "Select",
@@ -24,6 +27,16 @@ __all__ = [
 ]
 
 _stores: dict[str, Store] = {}
+
+
+def __getattr__(name: str):
+    # ``rms.store.base`` reads the models, and ``rms.models`` reads ``rms.store.fields``: the
+    # package itself imports neither, so the models can load their field types from here.
+    if name in ("Select", "Store", "attach_namespaces"):
+        from rms.store import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def postgres_store() -> Store:

@@ -40,6 +40,7 @@ from django.db import connection, models
 from rms.replay import iso
 from rms.store import pgarrays, pgfeed, pgfetch
 from rms.store.base import MEMBERSHIP, Select, Store, insert_fields, json_texts
+from rms.store.fields import HashField
 
 #: Up to this many rows a write is one statement with array parameters; above, COPY.
 SMALL = 50
@@ -65,7 +66,16 @@ def _json(value):
 
 def _array(field: models.Field, values) -> tuple[str, object]:
     """A membership parameter: the values as one binary array of the column's type."""
-    return f"%b::{field.db_type(connection)}[]", pgarrays.encode(list(values))
+    values = list(values)
+    if isinstance(field, HashField):
+        values = _bytea_texts(values)
+    return f"%b::{field.db_type(connection)}[]", pgarrays.encode(values)
+
+
+def _bytea_texts(values: list) -> list:
+    """Hex digests (``HashField``) as bytea's text input, which COPY and a text[] → bytea[]
+    cast both parse: without the ``\\x`` prefix the hex would be stored as its ASCII bytes."""
+    return [None if v is None else "\\x" + v for v in values]
 
 
 def _select_query(select: Select) -> tuple[str, list, object]:
@@ -124,7 +134,9 @@ def _tuple_builder(fields):
     field's ``from_db_value`` (a JSON column arrives as its text: Django's loader), as the
     portable store's ``values_list`` gives them."""
     converters = [
-        (i, f.from_db_value) for i, f in enumerate(fields) if isinstance(f, models.JSONField)
+        (i, f.from_db_value)
+        for i, f in enumerate(fields)
+        if isinstance(f, models.JSONField | HashField)
     ]
     if not converters:
         return None
@@ -157,6 +169,8 @@ def _columns(fields, rows: Sequence) -> list:
                 columns.append(list(map(operator.itemgetter(key), dicts)))
             else:
                 columns.append([_json(d[name]) for d in dicts])
+        elif isinstance(f, HashField):
+            columns.append(_bytea_texts(list(map(operator.itemgetter(name), dicts))))
         else:
             columns.append(list(map(operator.itemgetter(name), dicts)))
     return _one_type(fields, columns)
@@ -169,6 +183,10 @@ def _one_type(fields, columns: list[list]) -> list:
         if isinstance(f, models.FloatField) and set(map(type, columns[i])) - _FLOAT_TYPES:
             columns[i] = [None if v is None else float(v) for v in columns[i]]
     return list(map(pgarrays.encode, columns))
+
+
+def _hash_text(value):
+    return None if value is None else "\\x" + value
 
 
 def _time_text(value):
@@ -188,6 +206,7 @@ def _copy_rows(fields, rows: Sequence) -> list[list]:
         if isinstance(f, models.JSONField)
     ]
     time_columns = [i for i, f in enumerate(fields) if isinstance(f, models.DateTimeField)]
+    hash_columns = [i for i, f in enumerate(fields) if isinstance(f, HashField)]
     out = []
     for row in rows:
         values = row.__dict__
@@ -196,6 +215,9 @@ def _copy_rows(fields, rows: Sequence) -> list[list]:
             line[i] = values[key] if key is not None else _json(values[attname])
         for i in time_columns:
             line[i] = _time_text(line[i])
+        for i in hash_columns:
+            if line[i] is not None:
+                line[i] = "\\x" + line[i]
         out.append(line)
     return out
 
@@ -203,10 +225,11 @@ def _copy_rows(fields, rows: Sequence) -> list[list]:
 def _value_rows(fields, rows: Sequence[Sequence]) -> list[list]:
     """COPY's text rows from tuples of plain values (JSON encoded, aware times as ISO text)."""
     converters = [
-        (i, _json if isinstance(f, models.JSONField) else _time_text)
+        (i, _json if isinstance(f, models.JSONField) else _hash_text if isinstance(f, HashField)
+         else _time_text)
         for i, f in enumerate(fields)
-        if isinstance(f, models.JSONField | models.DateTimeField)
-    ]
+        if isinstance(f, models.JSONField | models.DateTimeField | HashField)
+    ]  # fmt: skip
     out = []
     for row in rows:
         row = list(row)

@@ -90,8 +90,8 @@ def test_object_and_session_pages_are_flat(admin, namespaces, django_assert_num_
         count(django_assert_num_queries, c, paths["object"] + "?explain=salience_effective", 11)
         # + the state as of T and the version then
         count(django_assert_num_queries, c, paths["object"] + "?as_of=2026-06-01T02:00", 13)
-        # session, injections, signals, the changes
-        count(django_assert_num_queries, c, paths["session"], 7)
+        # session, its record (the FEEDBACK_SESSION operation), injections, signals, the changes
+        count(django_assert_num_queries, c, paths["session"], 8)
 
 
 def test_cached_overview_reads_only_what_is_not_cached(

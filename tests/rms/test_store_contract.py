@@ -327,7 +327,7 @@ def operation(obj, payload, state) -> dict:
         policy_version="",
         state=state,
         prev_hash=GENESIS_HASH,
-        hash="h",
+        hash="ab" * 32,  # a digest: the column holds 32 bytes on PostgreSQL
     )
 
 
