@@ -253,7 +253,8 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
             (
                 uuid.uuid4(), created, "OBJECT_CREATED", "memory_object", o.id, o.ns,
                 "extractor-1", "AI_AGENT", None,
-                json.dumps({"epistemic_type": o.etype, "confidence": o.conf, "content": "…"}),
+                json.dumps({"epistemic_type": o.etype, "decay_profile": o.decay,
+                            "confidence": o.conf, "salience_base": 0.5, "content": "…"}),
                 "confidence_v1",
                 snap(o.conf, 0.5, 0.0, 0, None, o.etype, o.decay, False, 1), ZERO,
                 uuid.uuid4().hex * 2,
@@ -356,7 +357,9 @@ def build(n_objects: int, n_injections: int, seed: int = 5) -> None:
                         (
                             uuid.uuid4(), ts, "REINFORCE" if used else "PENALTY",
                             "memory_object", o.id, ns, "analyser", "SYSTEM_PROCESS", session_id,
-                            json.dumps({"signal_type": kind, "confidence_before": before,
+                            json.dumps({"signal_type": kind,
+                                        "detection_method": "response_analysis",
+                                        "confidence_before": before,
                                         "confidence_after": o.conf, "salience_before": sal_before,
                                         "salience_after": o.sal}),
                             "confidence_v1",
@@ -618,6 +621,17 @@ def measure(runs: int) -> list[tuple[str, float, float, int, float]]:
         ("tasks", "/tasks/", False),
         ("simulations", "/simulations/", False),
         ("evidence", "/evidence/?namespace=support", True),
+        ("objects browser", "/objects/?namespace=support", False),
+        (
+            "objects browser by injections",
+            "/objects/?namespace=support&sort=injections&dir=desc",
+            False,
+        ),
+        ("objects browser, text search", "/objects/?namespace=support&q=refund", False),
+        ("retrieval (14 days, cold)", "/retrieval/?namespace=support", True),
+        ("alerts", "/alerts/", False),
+        ("erasures", "/erasures/", False),
+        ("retention", "/retention/", False),
     ]
     out = []
     for label, path, cold in pages:
