@@ -76,3 +76,14 @@ def personal_log(client_api):
 
 def completed(receipt: dict) -> bool:
     return receipt["state"] == Erasure.COMPLETED and receipt["operation_id"] is not None
+
+
+def numbers(value):
+    """The numbers of a JSON answer, in order (what erasure must never change)."""
+    if isinstance(value, dict):
+        return [(k, numbers(v)) for k, v in sorted(value.items()) if numbers(v) != []]
+    if isinstance(value, list):
+        return [n for v in value for n in ([numbers(v)] if numbers(v) != [] else [])]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return []
+    return value

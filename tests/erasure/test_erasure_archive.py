@@ -29,7 +29,7 @@ from rms.models import ChainCheckpoint, MemoryObject, Namespace, Operation
 from rms.oplog import canonical_json
 from taskruns import tasks
 from taskruns.models import TaskRun
-from tests.erasure.conftest import ALICE, CONTENT, EVIDENCE, TAG, chain_result, erase
+from tests.erasure.conftest import ALICE, CONTENT, EVIDENCE, TAG, chain_result, erase, numbers
 from tests.factories import HUMAN, T0, api_object, post, session
 from tests.servers import subprocess_database_url
 
@@ -104,17 +104,6 @@ def states(client_api, ids, as_of) -> dict:
         assert response.status_code == 200, response.json()
         out[oid] = response.json()
     return out
-
-
-def numbers(value):
-    """The numbers of a JSON answer, in order (what erasure must never change)."""
-    if isinstance(value, dict):
-        return [(k, numbers(v)) for k, v in sorted(value.items()) if numbers(v) != []]
-    if isinstance(value, list):
-        return [n for v in value for n in ([numbers(v)] if numbers(v) != [] else [])]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return []
-    return value
 
 
 def tamper_a_number(folder: Path, hashes: set[str]) -> None:

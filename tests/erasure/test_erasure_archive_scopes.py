@@ -29,6 +29,7 @@ from tests.erasure.conftest import (
     TAG,
     chain_result,
     erase,
+    numbers,
 )
 from tests.factories import T0, api_object, post, session
 
@@ -125,17 +126,6 @@ def database_text() -> str:
         *FeedbackSession.objects.values_list("context_text", "context_tags", "stored_record"),
     ]
     return repr(rows)
-
-
-def numbers(value):
-    """The numbers of a JSON answer, in order (what erasure must never change)."""
-    if isinstance(value, dict):
-        return [(k, numbers(v)) for k, v in sorted(value.items()) if numbers(v) != []]
-    if isinstance(value, list):
-        return [n for v in value for n in ([numbers(v)] if numbers(v) != [] else [])]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return []
-    return value
 
 
 def answers(client_api, ids) -> dict:
