@@ -97,6 +97,9 @@ class ApiClient(models.Model):
 
     @cached_property
     def linked_namespace_names(self) -> set[str]:
+        if self.pk is None:
+            # The dashboard's stand-in for a user with no API client (never saved): no links.
+            return set()
         return set(self.namespaces.values_list("name", flat=True))
 
     def can_see(self, namespace_name: str) -> bool:
