@@ -103,6 +103,10 @@ class Archive:
         data = self.read_bytes(name)
         return pq.read_table(io.BytesIO(data), columns=[column]).column(column).to_pylist()
 
+    def read_columns(self, name: str, columns: list[str]) -> dict[str, list]:
+        data = self.read_bytes(name)
+        return pq.read_table(io.BytesIO(data), columns=columns).to_pydict()
+
     def read_table(self, name: str, *, filters=None) -> list[dict]:
         data = self.read_bytes(name)
         return pq.read_table(io.BytesIO(data), filters=filters).to_pylist()
