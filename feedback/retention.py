@@ -196,23 +196,44 @@ def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int
     return dict(counts)
 
 
+#: The operation columns as ``_select_after`` reads them: ids as text, JSON as its text (parsed
+#: in one call per batch, not one per row by the driver).
+_RAW_COLUMNS = ", ".join(
+    f"{c}::text" if c in ("id", "target_id", "payload", "state") else c for c in OP_COLUMNS
+)
+
+
+def _raw_ops(where: str, params: list) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {_RAW_COLUMNS} FROM rms_operation WHERE {where}", params)
+        rows = cur.fetchall()
+    if not rows:
+        return []
+    payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
+    states = json.loads("[" + ",".join(r[12] or "null" for r in rows) + "]")
+    return [
+        (*r[:10], payload, r[11], state, *r[13:])
+        for r, payload, state in zip(rows, payloads, states, strict=True)
+    ]
+
+
 def _select_after(
     namespace: str, cut: datetime, batch: int, cursor: int, done_sessions: set[str]
 ) -> tuple[list[tuple], int | None]:
     """The next ``batch`` operations before ``cut`` after ``cursor`` (seq order), without the
     session chains archived already in this pass, completed with the rest of each new session
     chain; and the new cursor (None: nothing left)."""
-    base = Operation.objects.filter(
-        namespace=namespace, target_type__in=TARGETS, ts__lt=cut, seq__gt=cursor
+    rows = _raw_ops(
+        "namespace = %s AND target_type = ANY(%s) AND ts < %s AND seq > %s ORDER BY seq LIMIT %s",
+        [namespace, list(TARGETS), cut, cursor, batch],
     )
-    rows = list(base.order_by("seq").values_list(*OP_COLUMNS)[:batch])
     if not rows:
         return [], None
-    ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and str(op[5]) in done_sessions)]
-    sessions = {op[5] for op in ops if op[4] == oplog.TARGET_SESSION}
+    ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and op[5] in done_sessions)]
+    sessions = sorted({op[5] for op in ops if op[4] == oplog.TARGET_SESSION})
     if sessions:
         seen = {op[0] for op in ops}
-        more = Operation.objects.filter(target_id__in=sessions).values_list(*OP_COLUMNS)
+        more = _raw_ops("target_id = ANY(%s::uuid[])", [sessions])
         ops.extend(op for op in more if op[0] not in seen)
         ops.sort(key=lambda op: op[0])
     return ops, rows[-1][0]
@@ -240,6 +261,7 @@ def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: lis
             }
             if all(present.get(n, 0) == archived.get(n, 0) for n in names):
                 ready.append(part)
+        bounds = [(iso(p.lo), iso(p.hi)) for p in ready]
         for name, manifest in manifests.items():
             if not manifest.get("open"):
                 continue
@@ -252,8 +274,8 @@ def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: lis
                 sessions.extend(entry["sessions"])
                 table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
                 for seq, ts in zip(table["seq"], table["ts"], strict=True):
-                    when = datetime.fromisoformat(ts)
-                    if not any(p.lo <= when < p.hi for p in ready):
+                    # ISO 8601 UTC to the microsecond, both: compared as text
+                    if not any(lo <= ts < hi for lo, hi in bounds):
                         seqs.append(seq)
             _store_checkpoints(name, chains)
             _delete(seqs, sessions)
@@ -346,13 +368,13 @@ def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dic
     database's, or ``latest``'s — this pass's batches not stored yet)."""
     by_target: dict = defaultdict(list)
     for op in ops:
-        by_target[op[5]].append(op)
+        by_target[str(op[5])].append(op)
     earlier: dict = {
-        cp.target_id: _Earlier(cp.fold, cp.operations)
+        str(cp.target_id): _Earlier(cp.fold, cp.operations)
         for cp in ChainCheckpoint.objects.filter(target_id__in=by_target)
     }
     for tid in by_target:
-        c = (latest or {}).get(str(tid))
+        c = (latest or {}).get(tid)
         if c is not None:
             earlier[tid] = _Earlier(c["fold"], c["operations"])
     chains = {}
