@@ -30,6 +30,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from uuid import UUID
 
+import pyarrow as pa
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -40,7 +41,7 @@ from rms.archive import Archive
 from rms.models import ChainCheckpoint, Namespace, Operation
 from rms.oplog import canonical_json
 from rms.replay import iso
-from rms.store import partitions
+from rms.store import partitions, pgcopy
 
 #: Operations per batch (one set of files, one manifest entry, one delete transaction).
 BATCH = 20_000
@@ -209,12 +210,10 @@ def _raw_ops(where: str, params: list) -> list[tuple]:
         rows = cur.fetchall()
     if not rows:
         return []
+    # the payloads parsed (the fold reads them); a state stays the database's JSON text, which
+    # the archive stores as it is (readers parse it; it is the same value)
     payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
-    states = json.loads("[" + ",".join(r[12] or "null" for r in rows) + "]")
-    return [
-        (*r[:10], payload, r[11], state, *r[13:])
-        for r, payload, state in zip(rows, payloads, states, strict=True)
-    ]
+    return [(*r[:10], payload, *r[11:]) for r, payload in zip(rows, payloads, strict=True)]
 
 
 def _select_after(
@@ -335,7 +334,7 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
     for op in ops:
         for name, value in zip(OP_COLUMNS, op, strict=True):
             if name in ("payload", "state"):
-                value = None if value is None else canonical_json(value)
+                value = value if value is None or isinstance(value, str) else canonical_json(value)
             elif name == "ts":
                 value = iso(value)
             elif name in ("id", "target_id"):
@@ -356,6 +355,27 @@ def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
                 value = canonical_json(value)
             cols[f].append(value)
     return cols
+
+
+#: The column each event table's rows of a batch's sessions are found by.
+_SESSION_COLUMNS = {"sessions": "id", "scopes": "session_id", "injections": "session_id",
+                    "signals": "feedback_session_id"}  # fmt: skip
+
+
+def _event_table(model, name: str, sessions: list[str]):
+    """A batch's rows of one event table as a pyarrow table (COPY), JSON columns rewritten as
+    their canonical text (what the Python path writes: erasure compares it)."""
+    table = pgcopy.model_rows(model, _SESSION_COLUMNS[name], sessions)
+    for f in model._meta.concrete_fields:
+        if f.get_internal_type() == "JSONField" and table.num_rows:
+            texts = table.column(f.attname).to_pylist()
+            values = json.loads("[" + ",".join(t or "null" for t in texts) + "]")
+            canonical = [
+                None if t is None else canonical_json(v) for t, v in zip(texts, values, strict=True)
+            ]
+            index = table.schema.get_field_index(f.attname)
+            table = table.set_column(index, f.attname, pa.array(canonical, type=pa.string()))
+    return table
 
 
 def _fields(model) -> list[str]:
@@ -439,6 +459,11 @@ def _write_batch(
         "signals": SignalRecord.objects.filter(feedback_session_id__in=sessions),
     }
     for name, qs in tables.items():
+        if connection.vendor == "postgresql":  # streamed with COPY (JSON made canonical)
+            table = _event_table(qs.model, name, sessions)
+            if table.num_rows:
+                files[name] = archive.write_arrow(f"{prefix}-{name}.parquet", table)
+            continue
         cols = _rows_columns(qs.order_by("pk"), _fields(qs.model))
         if cols[next(iter(cols))]:
             files[name] = archive.write_table(f"{prefix}-{name}.parquet", cols)
