@@ -200,7 +200,9 @@ def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int
 #: The operation columns as ``_select_after`` reads them: ids as text, JSON as its text (parsed
 #: in one call per batch, not one per row by the driver).
 _RAW_COLUMNS = ", ".join(
-    f"{c}::text" if c in ("id", "target_id", "payload", "state") else c for c in OP_COLUMNS
+    [f"{c}::text" if c in ("id", "target_id", "payload", "state") else c for c in OP_COLUMNS]
+    # and, after them, ``ts`` as ``rms.replay.iso`` writes it and the payload's text
+    + ["""to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""", "payload::text"]
 )
 
 
@@ -210,8 +212,9 @@ def _raw_ops(where: str, params: list) -> list[tuple]:
         rows = cur.fetchall()
     if not rows:
         return []
-    # the payloads parsed (the fold reads them); a state stays the database's JSON text, which
-    # the archive stores as it is (readers parse it; it is the same value)
+    # The payloads parsed (the fold reads them). The archive stores the payload and the state as
+    # the database's JSON text (readers parse it: the same value, the same hash) and ``ts`` as
+    # the database formatted it: the rows' extra columns (``_op_columns``).
     payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
     return [(*r[:10], payload, *r[11:]) for r, payload in zip(rows, payloads, strict=True)]
 
@@ -330,16 +333,17 @@ def _select(namespace: str, cut: datetime, batch: int) -> list[tuple]:
 
 
 def _op_columns(ops: list[tuple]) -> dict[str, list]:
-    cols: dict[str, list] = {name: [] for name in OP_COLUMNS}
-    for op in ops:
-        for name, value in zip(OP_COLUMNS, op, strict=True):
-            if name in ("payload", "state"):
-                value = value if value is None or isinstance(value, str) else canonical_json(value)
-            elif name == "ts":
-                value = iso(value)
-            elif name in ("id", "target_id"):
-                value = str(value)
-            cols[name].append(value)
+    """The Parquet columns of a batch's operations, built column by column."""
+    columns = list(zip(*ops, strict=True))
+    cols = {name: list(values) for name, values in zip(OP_COLUMNS, columns, strict=False)}
+    if len(columns) > len(OP_COLUMNS):  # read by ``_raw_ops``: text already
+        cols["ts"], cols["payload"] = list(columns[-2]), list(columns[-1])
+    else:
+        cols["ts"] = [iso(v) for v in cols["ts"]]
+        cols["payload"] = [canonical_json(v) for v in cols["payload"]]
+        cols["state"] = [None if v is None else canonical_json(v) for v in cols["state"]]
+        cols["id"] = [str(v) for v in cols["id"]]
+        cols["target_id"] = [str(v) for v in cols["target_id"]]
     return cols
 
 
