@@ -26,14 +26,15 @@ _ISO = """'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'"""
 
 def model_rows(model, column: str, values: list) -> pa.Table:
     """The rows of ``model`` whose ``column`` is one of ``values`` (uuids), in primary key
-    order, every concrete field under its attribute name."""
+    order, every concrete field under its database column's name (as the portable path names
+    them: a session's ``stored_record`` is ``record``, as in archives written before)."""
     exprs, types = [], {}
     for f in model._meta.concrete_fields:
         col = f'"{f.column}"'
         if f.get_internal_type() == "DateTimeField":
             col = f"to_char({col} AT TIME ZONE 'UTC', {_ISO})"
-        exprs.append(f'{col} AS "{f.attname}"')
-        types[f.attname] = _TYPES.get(f.get_internal_type(), pa.string())
+        exprs.append(f'{col} AS "{f.column}"')
+        types[f.column] = _TYPES.get(f.get_internal_type(), pa.string())
     pk = model._meta.pk.column
     sql = (
         f"COPY (SELECT {', '.join(exprs)} FROM {model._meta.db_table} "

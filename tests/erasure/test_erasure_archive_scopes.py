@@ -122,7 +122,7 @@ def database_text() -> str:
         *SignalRecord.objects.values_list("reason", "actor_id"),
         *ChainCheckpoint.objects.values_list("fold"),
         *MemoryObject.objects.values_list("content", "domain_tags", "evidence_ids", "created_by"),
-        *FeedbackSession.objects.values_list("context_text", "context_tags", "record"),
+        *FeedbackSession.objects.values_list("context_text", "context_tags", "stored_record"),
     ]
     return repr(rows)
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOW = T0 + timedelta(days=2)
 CUT = T0 + timedelta(days=1)
 DAY0 = partitions.partition_name(T0.date())
-BEFORE = [("rms", "0009_merge_confidence_index_and_retention")]
+BEFORE = [("rms", "0012_merge_operation_hashes_bytea")]
 
 
 @pytest.fixture

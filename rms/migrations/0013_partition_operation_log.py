@@ -26,6 +26,6 @@ def _unpartition(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("rms", "0009_merge_confidence_index_and_retention")]
+    dependencies = [("rms", "0012_merge_operation_hashes_bytea")]
 
     operations = [migrations.RunPython(_partition, _unpartition)]
