@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--days", type=int, default=20)
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument(
+        "--plain", action="store_true", help="keep the log one table (rows deleted, no drops)"
+    )
     args = parser.parse_args()
     common.setup_database(DB)
     common.django_setup(DB)
@@ -87,9 +90,11 @@ def main() -> None:
 
     from rms.store import partitions
 
-    # The day partitions of the backdated log, as the retention beat would have made them
-    # day by day while it was written (PostgreSQL; nothing on a plain table).
+    # The log partitioned (`manage.py partition_operation_log`), with the day partitions of the
+    # backdated log, as the retention beat would have made them day by day while it was written.
     with transaction.atomic():
+        if not args.plain:
+            partitions.convert(connection, datetime.now(UTC))
         today = datetime.now(UTC).date()
         made = partitions.ensure(connection, today - timedelta(days=args.days + 2), today)
     print(f"# {len(made)} day partitions made for the backdated log", flush=True)

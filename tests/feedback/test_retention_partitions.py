@@ -1,8 +1,10 @@
-"""The partitioned operation log (PostgreSQL): the migration converts a log with rows, and the
-retention pass drops a day partition whose rows are all archived instead of deleting them."""
+"""The partitioned operation log (PostgreSQL): ``manage.py partition_operation_log`` converts a
+log with rows (and back), and the retention pass drops a day partition whose rows are all
+archived instead of deleting them."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -12,8 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
-from django.db.migrations.executor import MigrationExecutor
 
 from feedback import retention
 from feedback.models import FeedbackSession
@@ -32,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOW = T0 + timedelta(days=2)
 CUT = T0 + timedelta(days=1)
 DAY0 = partitions.partition_name(T0.date())
-BEFORE = [("rms", "0012_merge_operation_hashes_bytea")]
 
 
 @pytest.fixture
@@ -42,17 +43,17 @@ def archive_dir(tmp_path, settings):
 
 
 def day_partitions():
-    """Day partitions for T0's days (the test database's were made around today)."""
+    """The log partitioned (the test database's log is one table, as a new deployment's), with
+    day partitions for T0's days."""
     with transaction.atomic():
+        partitions.convert(connection, T0 + timedelta(days=3))
         partitions.ensure(connection, T0.date() - timedelta(days=1), T0.date() + timedelta(days=4))
 
 
-def drop_day_partitions():
-    """Partitions made by a transactional test outlive it: drop them (rows and all)."""
-    for part in partitions.partitions(connection):
-        if part.lo < T0 + timedelta(days=10):
-            with connection.cursor() as cur:
-                cur.execute(f"DROP TABLE {part.name}")
+def unpartition():
+    """A transactional test's conversion outlives it: back to one plain table."""
+    with transaction.atomic():
+        partitions.unconvert(connection)
 
 
 def build(client_api, sessions: int, prefix: str = "part") -> list[str]:
@@ -88,13 +89,11 @@ def rows() -> list[tuple]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_converts_a_log_with_rows_and_carries_a_parallel_change(client_api):
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+def test_the_command_converts_a_log_with_rows_and_carries_a_later_change(client_api):
     try:
         assert not partitions.is_partitioned(connection)
         build(client_api, sessions=6)
-        # what another migration could have done to the plain table meanwhile: carried over
+        # what a migration could have done to the plain table before the command: carried over
         with connection.cursor() as cur:
             cur.execute("ALTER TABLE rms_operation ADD COLUMN probe integer NOT NULL DEFAULT 7")
             cur.execute("CREATE INDEX op_probe ON rms_operation (probe, ts)")
@@ -102,9 +101,7 @@ def test_the_migration_converts_a_log_with_rows_and_carries_a_parallel_change(cl
         top = before[-1][0]
         assert chain_ok()["ok"]
 
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        call_command("partition_operation_log", stdout=io.StringIO())
 
         assert partitions.is_partitioned(connection)
         assert rows() == before
@@ -126,18 +123,18 @@ def test_the_migration_converts_a_log_with_rows_and_carries_a_parallel_change(cl
         assert Operation.objects.order_by("seq").first().seq == before[0][0]
         assert min(s for s, *_ in rows()[len(before) :]) > top
         assert chain_ok()["ok"]
-        # and the reverse swaps back to one plain table with every row
-        executor = MigrationExecutor(connection)
-        executor.migrate(BEFORE)
+        # a second run changes nothing; the reverse swaps back to one plain table with every row
+        out = io.StringIO()
+        call_command("partition_operation_log", stdout=out)
+        assert '"rows": 0' in out.getvalue() and partitions.is_partitioned(connection)
+        call_command("partition_operation_log", undo=True, stdout=io.StringIO())
         assert not partitions.is_partitioned(connection)
         assert len(rows()) > len(before) and chain_ok()["ok"]
     finally:
+        unpartition()
         with connection.cursor() as cur:
             cur.execute("ALTER TABLE rms_operation DROP COLUMN IF EXISTS probe")
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
-        drop_day_partitions()
+            cur.execute("DROP INDEX IF EXISTS op_probe")
 
 
 @pytest.mark.django_db
@@ -239,4 +236,4 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where)
         assert verification.verify_replay_all()["ok"]
         assert not FeedbackSession.objects.filter(ts__lt=CUT).exists()
     finally:
-        drop_day_partitions()
+        unpartition()
