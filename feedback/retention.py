@@ -30,8 +30,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from uuid import UUID
 
+import pyarrow as pa
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
@@ -40,6 +41,7 @@ from rms.archive import Archive
 from rms.models import ChainCheckpoint, Namespace, Operation
 from rms.oplog import canonical_json
 from rms.replay import iso
+from rms.store import partitions, pgcopy
 
 #: Operations per batch (one set of files, one manifest entry, one delete transaction).
 BATCH = 20_000
@@ -58,12 +60,13 @@ def archive_for(namespace: str) -> Archive:
 
 def run_all(now: datetime | None = None, *, batch: int = BATCH) -> dict:
     """One pass over every namespace with a retention period; the summed counts."""
-    total = {"namespaces": 0, "batches": 0, "operations": 0, "sessions": 0}
-    for ns in Namespace.objects.filter(retention_days__isnull=False).order_by("name"):
-        result = run_namespace(ns, now, batch=batch)
-        total["namespaces"] += 1
-        for key in ("batches", "operations", "sessions"):
-            total[key] += result[key]
+    namespaces = list(Namespace.objects.filter(retention_days__isnull=False).order_by("name"))
+    results = _run(namespaces, now or timezone.now(), batch)
+    total = {"namespaces": len(namespaces), "batches": 0, "operations": 0, "sessions": 0,
+             "partitions_dropped": 0}  # fmt: skip
+    for result in results.values():
+        for key in ("batches", "operations", "sessions", "partitions_dropped"):
+            total[key] += result.get(key, 0)
     return total
 
 
@@ -73,19 +76,58 @@ def cut_of(ns: Namespace, now: datetime | None = None) -> datetime:
 
 def run_namespace(ns: Namespace, now: datetime | None = None, *, batch: int = BATCH) -> dict:
     """Archive what of ``ns`` is older than its cut; ``{"batches", "operations", "sessions",
-    "cut"}``. A namespace without a retention period is left alone."""
-    result = {"batches": 0, "operations": 0, "sessions": 0, "cut": None}
+    "cut", "partitions_dropped"}``. A namespace without a retention period is left alone."""
     if ns.retention_days is None:
-        return result
-    cut = cut_of(ns, now)
-    result["cut"] = iso(cut)
-    archive = archive_for(ns.name)
-    manifest = archive.manifest()
+        return {"batches": 0, "operations": 0, "sessions": 0, "cut": None}
+    return _run([ns], now or timezone.now(), batch)[ns.name]
+
+
+def _run(namespaces: list[Namespace], now: datetime, batch: int) -> dict[str, dict]:
+    """The pass over ``namespaces``. Without whole partitions to drop (SQLite, or nothing old
+    enough), each namespace's batches are applied one by one (rows deleted). With them, the
+    rows stay until the end and one transaction stores the checkpoints, deletes the archived
+    rows outside those partitions and drops the partitions (``_finish``)."""
+    if partitions.is_partitioned(connection):
+        with transaction.atomic():
+            partitions.ensure_ahead(connection, now)
+    cuts = {ns.name: cut_of(ns, now) for ns in namespaces}
+    archives = {ns.name: archive_for(ns.name) for ns in namespaces}
+    manifests = {name: archive.manifest() for name, archive in archives.items()}
+    opened = [m["open"] for m in manifests.values() if m.get("open")]
+    if opened:  # a pass killed before its end: the same partitions (their rows were kept)
+        names = {name for o in opened for name in o["drops"]}
+        drops = [p for p in partitions.partitions(connection) if p.name in names]
+    else:
+        drops = partitions.plan_drops(connection, cuts, TARGETS)
+    results = {}
+    for ns in namespaces:
+        archive, manifest = archives[ns.name], manifests[ns.name]
+        if opened or drops:
+            results[ns.name] = _archive_kept(ns.name, cuts[ns.name], archive, manifest, batch,
+                                             drops)  # fmt: skip
+        else:
+            results[ns.name] = _archive_deleted(ns.name, cuts[ns.name], archive, manifest, batch)
+    if opened or drops:
+        dropped = _finish(archives, manifests, drops)
+        for name, manifest in manifests.items():
+            manifest["open"] = None
+            results[name]["partitions_dropped"] = dropped
+    for name, manifest in manifests.items():
+        manifest["last_pass"] = {"at": iso(timezone.now()), **results[name]}
+        archives[name].write_manifest(manifest)
+    return results
+
+
+def _archive_deleted(
+    namespace: str, cut: datetime, archive: Archive, manifest: dict, batch: int
+) -> dict:
+    """Batch by batch: files, manifest, then checkpoints and row deletes (``_apply``)."""
+    result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if manifest["batches"]:  # a pass killed between its manifest and its delete: finish it
         last = manifest["batches"][-1]
         _apply(last, chains_of(archive, last), seqs_of(archive, last))
     while True:
-        ops = _select(ns.name, cut, batch)
+        ops = _select(namespace, cut, batch)
         if not ops:
             break
         entry, chains = _write_batch(archive, manifest, ops, cut)
@@ -95,9 +137,193 @@ def run_namespace(ns: Namespace, now: datetime | None = None, *, batch: int = BA
         result["batches"] += 1
         result["operations"] += len(ops)
         result["sessions"] += len(entry["sessions"])
-    manifest["last_pass"] = {"at": iso(timezone.now()), "cut": result["cut"], **result}
+    return result
+
+
+def _open_batches(manifest: dict) -> list[dict]:
+    return manifest["batches"][manifest["open"]["first_batch"] - 1 :]
+
+
+def _archive_kept(
+    namespace: str, cut: datetime, archive: Archive, manifest: dict, batch: int, drops: list
+) -> dict:
+    """Batch by batch, files and manifest only: the rows stay in the database until
+    ``_finish``. A cursor on ``seq`` and the sessions already archived in this pass keep a row
+    from being archived twice; the manifest's ``open`` entry holds them, so a rerun after a kill
+    continues where the pass stopped."""
+    result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
+    if not manifest.get("open"):
+        manifest["open"] = {
+            "cursor": 0, "first_batch": len(manifest["batches"]) + 1,
+            "drops": [p.name for p in drops],
+        }  # fmt: skip
+    state = manifest["open"]
+    done_sessions: set[str] = set()
+    latest: dict[str, dict] = {}  # each chain's checkpoint so far in this pass
+    for entry in _open_batches(manifest):
+        done_sessions.update(entry["sessions"])
+        latest.update(chains_of(archive, entry))
+    while True:
+        ops, cursor = _select_after(namespace, cut, batch, state["cursor"], done_sessions)
+        if cursor is None:
+            break
+        state["cursor"] = cursor
+        if not ops:
+            continue
+        entry, chains = _write_batch(archive, manifest, ops, cut, latest)
+        entry["kept"] = _kept_counts(ops, namespace, drops)
+        manifest["batches"].append(entry)
+        archive.write_manifest(manifest)
+        done_sessions.update(entry["sessions"])
+        latest.update(chains)
+        result["batches"] += 1
+        result["operations"] += len(ops)
+        result["sessions"] += len(entry["sessions"])
     archive.write_manifest(manifest)
     return result
+
+
+def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int]:
+    """The batch's operations of ``namespace``'s chains per partition to drop (checked against
+    the partition's rows before it is dropped)."""
+    counts: dict[str, int] = defaultdict(int)
+    for op in ops:
+        if op[6] != namespace:
+            continue
+        for part in drops:
+            if part.lo <= op[2] < part.hi:
+                counts[part.name] += 1
+                break
+    return dict(counts)
+
+
+#: The operation columns as ``_select_after`` reads them: ids as text, JSON as its text (parsed
+#: in one call per batch, not one per row by the driver).
+def _raw_column(c: str) -> str:
+    if c in ("id", "target_id", "payload", "state"):
+        return f"{c}::text"
+    if c in ("prev_hash", "hash"):
+        return f"encode({c}, 'hex')"  # stored as bytea on PostgreSQL (rms.store.fields)
+    return c
+
+
+_RAW_COLUMNS = ", ".join(
+    [_raw_column(c) for c in OP_COLUMNS]
+    # and, after them, ``ts`` as ``rms.replay.iso`` writes it and the payload's text
+    + ["""to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""", "payload::text"]
+)
+
+
+def _raw_ops(where: str, params: list) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {_RAW_COLUMNS} FROM rms_operation WHERE {where}", params)
+        rows = cur.fetchall()
+    if not rows:
+        return []
+    # The payloads parsed (the fold reads them). The archive stores the payload and the state as
+    # the database's JSON text (readers parse it: the same value, the same hash) and ``ts`` as
+    # the database formatted it: the rows' extra columns (``_op_columns``).
+    payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
+    return [(*r[:10], payload, *r[11:]) for r, payload in zip(rows, payloads, strict=True)]
+
+
+def _select_after(
+    namespace: str, cut: datetime, batch: int, cursor: int, done_sessions: set[str]
+) -> tuple[list[tuple], int | None]:
+    """The next ``batch`` operations before ``cut`` after ``cursor`` (seq order), without the
+    session chains archived already in this pass, completed with the rest of each new session
+    chain; and the new cursor (None: nothing left)."""
+    rows = _raw_ops(
+        "namespace = %s AND target_type = ANY(%s) AND ts < %s AND seq > %s ORDER BY seq LIMIT %s",
+        [namespace, list(TARGETS), cut, cursor, batch],
+    )
+    if not rows:
+        return [], None
+    ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and op[5] in done_sessions)]
+    sessions = sorted({op[5] for op in ops if op[4] == oplog.TARGET_SESSION})
+    if sessions:
+        seen = {op[0] for op in ops}
+        more = _raw_ops("target_id = ANY(%s::uuid[])", [sessions])
+        ops.extend(op for op in more if op[0] not in seen)
+        ops.sort(key=lambda op: op[0])
+    return ops, rows[-1][0]
+
+
+def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: list) -> int:
+    """One transaction for the pass's open batches of every namespace: each chain's last
+    checkpoint stored, the archived rows deleted except those of partitions whose rows are all
+    archived — checked by count per namespace — which are detached and dropped instead (rows of
+    other chains in them copied to the default partition first). Idempotent: a rerun after a
+    kill deletes nothing twice, never moves a checkpoint back, skips partitions gone. The
+    number of partitions dropped."""
+    names = list(manifests)
+    with transaction.atomic():
+        live = {p.name for p in partitions.partitions(connection)}
+        ready = []
+        for part in drops:
+            if part.name not in live:
+                continue
+            present = partitions.archivable_counts(connection, part, names, TARGETS)
+            archived = {
+                name: sum(e.get("kept", {}).get(part.name, 0) for e in _open_batches(m))
+                for name, m in manifests.items()
+                if m.get("open")
+            }
+            if all(present.get(n, 0) == archived.get(n, 0) for n in names):
+                ready.append(part)
+        bounds = [(iso(p.lo), iso(p.hi)) for p in ready]
+        for name, manifest in manifests.items():
+            if not manifest.get("open"):
+                continue
+            archive = archives[name]
+            chains: dict[str, dict] = {}
+            seqs: list[int] = []
+            sessions: list[str] = []
+            for entry in _open_batches(manifest):
+                chains.update(chains_of(archive, entry))
+                sessions.extend(entry["sessions"])
+                table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
+                for seq, ts in zip(table["seq"], table["ts"], strict=True):
+                    # ISO 8601 UTC to the microsecond, both: compared as text
+                    if not any(lo <= ts < hi for lo, hi in bounds):
+                        seqs.append(seq)
+            _store_checkpoints(name, chains)
+            _delete(seqs, sessions)
+        for part in ready:
+            partitions.drop(connection, part, names, TARGETS)
+    return len(ready)
+
+
+def _store_checkpoints(namespace: str, chains: dict) -> None:
+    objects = {tid: c for tid, c in chains.items() if c["type"] == oplog.TARGET_OBJECT}
+    live = {
+        str(cp.target_id): cp
+        for cp in ChainCheckpoint.objects.select_for_update().filter(target_id__in=objects)
+    }
+    new, changed = [], []
+    for tid, c in objects.items():
+        cp = live.get(tid) or ChainCheckpoint(target_id=UUID(tid), target_type=c["type"])
+        if cp.seq is not None and cp.seq >= c["seq"]:
+            continue
+        cp.namespace = namespace
+        cp.seq, cp.hash, cp.fold = c["seq"], c["hash"], c["fold"]
+        cp.operations = c["operations"]
+        cp.ts = datetime.fromisoformat(c["ts"])
+        (changed if tid in live else new).append(cp)
+    fields = ["namespace", "seq", "hash", "fold", "operations", "ts"]
+    ChainCheckpoint.objects.bulk_update(changed, fields, batch_size=1000)
+    ChainCheckpoint.objects.bulk_create(new, batch_size=1000)
+
+
+def _delete(seqs: list[int], sessions: list[str]) -> None:
+    for start in range(0, len(seqs), DELETE_CHUNK):
+        Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete("default")
+    for start in range(0, len(sessions), DELETE_CHUNK):
+        part = sessions[start : start + DELETE_CHUNK]
+        SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
+        InjectionEvent.objects.filter(session_id__in=part)._raw_delete("default")
+        SessionNamespace.objects.filter(session_id__in=part)._raw_delete("default")
+        FeedbackSession.objects.filter(id__in=part)._raw_delete("default")
 
 
 def _select(namespace: str, cut: datetime, batch: int) -> list[tuple]:
@@ -115,16 +341,17 @@ def _select(namespace: str, cut: datetime, batch: int) -> list[tuple]:
 
 
 def _op_columns(ops: list[tuple]) -> dict[str, list]:
-    cols: dict[str, list] = {name: [] for name in OP_COLUMNS}
-    for op in ops:
-        for name, value in zip(OP_COLUMNS, op, strict=True):
-            if name in ("payload", "state"):
-                value = None if value is None else canonical_json(value)
-            elif name == "ts":
-                value = iso(value)
-            elif name in ("id", "target_id"):
-                value = str(value)
-            cols[name].append(value)
+    """The Parquet columns of a batch's operations, built column by column."""
+    columns = list(zip(*ops, strict=True))
+    cols = {name: list(values) for name, values in zip(OP_COLUMNS, columns, strict=False)}
+    if len(columns) > len(OP_COLUMNS):  # read by ``_raw_ops``: text already
+        cols["ts"], cols["payload"] = list(columns[-2]), list(columns[-1])
+    else:
+        cols["ts"] = [iso(v) for v in cols["ts"]]
+        cols["payload"] = [canonical_json(v) for v in cols["payload"]]
+        cols["state"] = [None if v is None else canonical_json(v) for v in cols["state"]]
+        cols["id"] = [str(v) for v in cols["id"]]
+        cols["target_id"] = [str(v) for v in cols["target_id"]]
     return cols
 
 
@@ -149,17 +376,46 @@ def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
 _RENAMED = frozenset({"stored_record"})
 
 
+#: The column each event table's rows of a batch's sessions are found by.
+_SESSION_COLUMNS = {"sessions": "id", "scopes": "session_id", "injections": "session_id",
+                    "signals": "feedback_session_id"}  # fmt: skip
+
+
+def _event_table(model, name: str, sessions: list[str]):
+    """A batch's rows of one event table as a pyarrow table (COPY), JSON columns rewritten as
+    their canonical text (what the Python path writes: erasure compares it)."""
+    table = pgcopy.model_rows(model, _SESSION_COLUMNS[name], sessions)
+    for f in model._meta.concrete_fields:
+        if f.get_internal_type() == "JSONField" and table.num_rows:
+            texts = table.column(f.column).to_pylist()
+            values = json.loads("[" + ",".join(t or "null" for t in texts) + "]")
+            canonical = [
+                None if t is None else canonical_json(v) for t, v in zip(texts, values, strict=True)
+            ]
+            index = table.schema.get_field_index(f.column)
+            table = table.set_column(index, f.column, pa.array(canonical, type=pa.string()))
+    return table
+
+
 def _fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields]
 
 
-def _chains(ops: list[tuple], namespace: str) -> dict[str, dict]:
+def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dict[str, dict]:
     """Each chain's part of the batch: first and last seq, the hash before and after it, and
-    for an object the replay fold at its end (continued from its earlier checkpoint)."""
+    for an object the replay fold at its end (continued from its earlier checkpoint: the
+    database's, or ``latest``'s — this pass's batches not stored yet)."""
     by_target: dict = defaultdict(list)
     for op in ops:
-        by_target[op[5]].append(op)
-    earlier = {cp.target_id: cp for cp in ChainCheckpoint.objects.filter(target_id__in=by_target)}
+        by_target[str(op[5])].append(op)
+    earlier: dict = {
+        str(cp.target_id): _Earlier(cp.fold, cp.operations)
+        for cp in ChainCheckpoint.objects.filter(target_id__in=by_target)
+    }
+    for tid in by_target:
+        c = (latest or {}).get(tid)
+        if c is not None:
+            earlier[tid] = _Earlier(c["fold"], c["operations"])
     chains = {}
     for target_id, rows in by_target.items():
         last = rows[-1]
@@ -173,6 +429,15 @@ def _chains(ops: list[tuple], namespace: str) -> dict[str, dict]:
             entry["fold"] = _fold(rows, cp.fold if cp else None)
         chains[str(target_id)] = entry
     return chains
+
+
+class _Earlier:
+    """A chain's checkpoint before a batch: its fold and operation count."""
+
+    __slots__ = ("fold", "operations")
+
+    def __init__(self, fold: dict | None, operations: int) -> None:
+        self.fold, self.operations = fold, operations
 
 
 def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
@@ -200,7 +465,7 @@ def seqs_of(archive: Archive, entry: dict) -> list[int]:
 
 
 def _write_batch(
-    archive: Archive, manifest: dict, ops: list[tuple], cut: datetime
+    archive: Archive, manifest: dict, ops: list[tuple], cut: datetime, latest: dict | None = None
 ) -> tuple[dict, dict]:
     number = len(manifest["batches"]) + 1
     prefix = f"{number:06d}"
@@ -213,12 +478,17 @@ def _write_batch(
         "signals": SignalRecord.objects.filter(feedback_session_id__in=sessions),
     }
     for name, qs in tables.items():
+        if connection.vendor == "postgresql":  # streamed with COPY (JSON made canonical)
+            table = _event_table(qs.model, name, sessions)
+            if table.num_rows:
+                files[name] = archive.write_arrow(f"{prefix}-{name}.parquet", table)
+            continue
         cols = _rows_columns(qs.order_by("pk"), _fields(qs.model))
         if cols[next(iter(cols))]:
             files[name] = archive.write_table(f"{prefix}-{name}.parquet", cols)
     for name, meta in files.items():
         meta["name"] = f"{prefix}-{name}.parquet"
-    chains = _chains(ops, archive.namespace)
+    chains = _chains(ops, archive.namespace, latest)
     data = json.dumps(chains, sort_keys=True).encode()
     chains_file = {"name": f"{prefix}-chains.json", "bytes": len(data), "rows": len(chains),
                    "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip

@@ -103,6 +103,18 @@ class Archive:
         data = self.read_bytes(name)
         return pq.read_table(io.BytesIO(data), columns=[column]).column(column).to_pylist()
 
+    def write_arrow(self, name: str, table: pa.Table) -> dict:
+        """``write_table`` for a pyarrow table already built."""
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        data = buf.getvalue()
+        self.write_bytes(name, data)
+        return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "rows": len(table)}
+
+    def read_columns(self, name: str, columns: list[str]) -> dict[str, list]:
+        data = self.read_bytes(name)
+        return pq.read_table(io.BytesIO(data), columns=columns).to_pydict()
+
     def read_table(self, name: str, *, filters=None) -> list[dict]:
         data = self.read_bytes(name)
         return pq.read_table(io.BytesIO(data), filters=filters).to_pylist()
