@@ -330,3 +330,20 @@ def follow(api, after=None, **params) -> tuple[list[dict], str]:
         after = page["next_cursor"]
         if not page["has_more"]:
             return events, after
+
+
+def hourly_sessions(api, sessions: int, prefix: str) -> list[str]:
+    """Four objects, ``sessions`` sessions an hour apart, each injecting all four with a
+    confirmation and a correction: a few thousand operations with every kind a fold reads
+    (the retention tests' log). Returns the objects' ids."""
+    ids = make_objects(api, 4)
+    for k in range(sessions):
+        body = session(
+            f"{prefix}-{k}",
+            [(oid, 10 + i) for i, oid in enumerate(ids)],
+            [(ids[k % 4], "CONFIRMED", HUMAN), (ids[(k + 1) % 4], "CORRECTED", HUMAN)],
+            outcome="SUCCESS",
+            hours=k + 1,
+        )
+        assert post(api, body).status_code == 201
+    return ids

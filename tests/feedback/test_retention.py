@@ -20,7 +20,7 @@ from feedback.models import FeedbackAggregate, FeedbackSession, InjectionEvent, 
 from rms import explain, verification
 from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, MemoryObject, Namespace, Operation
-from tests.factories import HUMAN, T0, make_objects, post, session
+from tests.factories import T0, hourly_sessions
 from tests.servers import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,19 +37,7 @@ def archive_dir(tmp_path, settings):
 
 
 def build(client_api, sessions=SESSIONS) -> list[str]:
-    """Four objects, ``sessions`` sessions an hour apart, each injecting all four with a
-    confirmation and a correction: a few thousand operations with every kind a fold reads."""
-    ids = make_objects(client_api, 4)
-    for k in range(sessions):
-        body = session(
-            f"ret-{k}",
-            [(oid, 10 + i) for i, oid in enumerate(ids)],
-            [(ids[k % 4], "CONFIRMED", HUMAN), (ids[(k + 1) % 4], "CORRECTED", HUMAN)],
-            outcome="SUCCESS",
-            hours=k + 1,
-        )
-        assert post(client_api, body).status_code == 201
-    return ids
+    return hourly_sessions(client_api, sessions, "ret")
 
 
 def aggregates() -> dict:

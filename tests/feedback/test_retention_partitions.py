@@ -23,7 +23,7 @@ from rms import verification
 from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, Namespace, Operation
 from rms.store import partitions
-from tests.factories import HUMAN, T0, make_objects, post, session
+from tests.factories import T0, hourly_sessions
 from tests.servers import subprocess_database_url
 
 pytestmark = pytest.mark.postgres
@@ -57,17 +57,7 @@ def unpartition():
 
 
 def build(client_api, sessions: int, prefix: str = "part") -> list[str]:
-    ids = make_objects(client_api, 4)
-    for k in range(sessions):
-        body = session(
-            f"{prefix}-{k}",
-            [(oid, 10 + i) for i, oid in enumerate(ids)],
-            [(ids[k % 4], "CONFIRMED", HUMAN), (ids[(k + 1) % 4], "CORRECTED", HUMAN)],
-            outcome="SUCCESS",
-            hours=k + 1,
-        )
-        assert post(client_api, body).status_code == 201
-    return ids
+    return hourly_sessions(client_api, sessions, prefix)
 
 
 def retain(days=1):
