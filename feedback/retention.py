@@ -154,7 +154,7 @@ def _archive_kept(
     result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if not manifest.get("open"):
         manifest["open"] = {
-            "cursor": 0, "first_batch": len(manifest["batches"]) + 1,
+            "cursor": 0, "after": None, "first_batch": len(manifest["batches"]) + 1,
             "drops": [p.name for p in drops],
         }  # fmt: skip
     state = manifest["open"]
@@ -163,11 +163,12 @@ def _archive_kept(
     for entry in _open_batches(manifest):
         done_sessions.update(entry["sessions"])
         latest.update(chains_of(archive, entry))
+    ranges = partitions.scan_ranges(connection, cut)
     while True:
-        ops, cursor = _select_after(namespace, cut, batch, state["cursor"], done_sessions)
-        if cursor is None:
+        ops, after = _select_after(namespace, batch, state, done_sessions, ranges)
+        if after is None:
             break
-        state["cursor"] = cursor
+        state["after"] = after
         if not ops:
             continue
         entry, chains = _write_batch(archive, manifest, ops, cut, latest)
@@ -197,56 +198,42 @@ def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int
     return dict(counts)
 
 
-#: The operation columns as ``_select_after`` reads them: ids as text, JSON as its text (parsed
-#: in one call per batch, not one per row by the driver).
-def _raw_column(c: str) -> str:
-    if c in ("id", "target_id", "payload", "state"):
-        return f"{c}::text"
-    if c in ("prev_hash", "hash"):
-        return f"encode({c}, 'hex')"  # stored as bytea on PostgreSQL (rms.store.fields)
-    return c
-
-
-_RAW_COLUMNS = ", ".join(
-    [_raw_column(c) for c in OP_COLUMNS]
-    # and, after them, ``ts`` as ``rms.replay.iso`` writes it and the payload's text
-    + ["""to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""", "payload::text"]
-)
-
-
-def _raw_ops(where: str, params: list) -> list[tuple]:
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT {_RAW_COLUMNS} FROM rms_operation WHERE {where}", params)
-        rows = cur.fetchall()
-    if not rows:
-        return []
-    # The payloads parsed (the fold reads them). The archive stores the payload and the state as
-    # the database's JSON text (readers parse it: the same value, the same hash) and ``ts`` as
-    # the database formatted it: the rows' extra columns (``_op_columns``).
-    payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
-    return [(*r[:10], payload, *r[11:]) for r, payload in zip(rows, payloads, strict=True)]
-
-
 def _select_after(
-    namespace: str, cut: datetime, batch: int, cursor: int, done_sessions: set[str]
-) -> tuple[list[tuple], int | None]:
-    """The next ``batch`` operations before ``cut`` after ``cursor`` (seq order), without the
+    namespace: str, batch: int, state: dict, done_sessions: set[str], ranges: list
+) -> tuple[list[tuple], list | None]:
+    """The next ``batch`` operations before the cut after the pass's cursor, without the
     session chains archived already in this pass, completed with the rest of each new session
-    chain; and the new cursor (None: nothing left)."""
-    rows = _raw_ops(
-        "namespace = %s AND target_type = ANY(%s) AND ts < %s AND seq > %s ORDER BY seq LIMIT %s",
-        [namespace, list(TARGETS), cut, cursor, batch],
-    )
+    chain; and the new cursor (None: nothing left).
+
+    The cursor is ``state["after"]``, the ``(ts, seq)`` of the last operation read: rows are
+    read in ``(ts, seq)`` order, a chain's own order (ts never goes back on a chain), so each
+    batch continues every chain where the last one stopped. They are read range by range of
+    ``ranges`` (``partitions.scan_ranges``: one partition each), so a batch reads the day it is
+    in, not every partition before the cut. ``state["cursor"]`` is a ``seq`` below which
+    everything is archived already: a pass opened by a version that read in ``seq`` order."""
+    after = state.get("after")
+    after = (datetime.fromisoformat(after[0]), after[1]) if after else None
+    rows: list[tuple] = []
+    for lo, hi in ranges:
+        if after is not None and hi <= after[0]:
+            continue
+        rows += pgcopy.operations_in_range(
+            Operation, OP_COLUMNS, namespace=namespace, target_types=list(TARGETS), lo=lo,
+            hi=hi, after=after, floor=state["cursor"], limit=batch - len(rows),
+        )  # fmt: skip
+        if len(rows) >= batch:
+            break
     if not rows:
         return [], None
     ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and op[5] in done_sessions)]
     sessions = sorted({op[5] for op in ops if op[4] == oplog.TARGET_SESSION})
     if sessions:
         seen = {op[0] for op in ops}
-        more = _raw_ops("target_id = ANY(%s::uuid[])", [sessions])
+        more = pgcopy.operations_of(Operation, OP_COLUMNS, sessions)
         ops.extend(op for op in more if op[0] not in seen)
-        ops.sort(key=lambda op: op[0])
-    return ops, rows[-1][0]
+    ops.sort(key=lambda op: op[0])
+    last = rows[-1]
+    return ops, [last[len(OP_COLUMNS)], last[0]]  # ts as the database wrote it, seq
 
 
 def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: list) -> int:
@@ -344,7 +331,7 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
     """The Parquet columns of a batch's operations, built column by column."""
     columns = list(zip(*ops, strict=True))
     cols = {name: list(values) for name, values in zip(OP_COLUMNS, columns, strict=False)}
-    if len(columns) > len(OP_COLUMNS):  # read by ``_raw_ops``: text already
+    if len(columns) > len(OP_COLUMNS):  # read by ``pgcopy``: ts and payload as text too
         cols["ts"], cols["payload"] = list(columns[-2]), list(columns[-1])
     else:
         cols["ts"] = [iso(v) for v in cols["ts"]]
@@ -356,10 +343,10 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
 
 
 def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
-    """The rows' columns by their database names (a session's ``stored_record`` is ``record``,
-    as in archives written before it was renamed)."""
+    """The rows' columns, each named by its database column (a session's ``stored_record`` is
+    ``record``, as in archives written before it was renamed; ``model_rows`` names them so)."""
     meta = qs.model._meta
-    names = [meta.get_field(f).column if f in _RENAMED else f for f in fields]
+    names = [meta.get_field(f).column for f in fields]
     cols: dict[str, list] = {n: [] for n in names}
     for row in qs.values_list(*fields):
         for f, value in zip(names, row, strict=True):
@@ -371,9 +358,6 @@ def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
                 value = canonical_json(value)
             cols[f].append(value)
     return cols
-
-
-_RENAMED = frozenset({"stored_record"})
 
 
 #: The column each event table's rows of a batch's sessions are found by.
