@@ -38,7 +38,7 @@ from django.utils import timezone
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from rms import oplog, replay
 from rms.archive import Archive
-from rms.models import ChainCheckpoint, Namespace, Operation
+from rms.models import GENESIS_HASH, ChainCheckpoint, Namespace, Operation
 from rms.oplog import canonical_json
 from rms.replay import iso
 from rms.store import partitions, pgcopy
@@ -100,15 +100,17 @@ def _run(namespaces: list[Namespace], now: datetime, batch: int) -> dict[str, di
     else:
         drops = partitions.plan_drops(connection, cuts, TARGETS)
     results = {}
+    kept: dict[str, _Kept] = {}
     for ns in namespaces:
         archive, manifest = archives[ns.name], manifests[ns.name]
         if opened or drops:
+            kept[ns.name] = _Kept()
             results[ns.name] = _archive_kept(ns.name, cuts[ns.name], archive, manifest, batch,
-                                             drops)  # fmt: skip
+                                             drops, kept[ns.name])  # fmt: skip
         else:
             results[ns.name] = _archive_deleted(ns.name, cuts[ns.name], archive, manifest, batch)
     if opened or drops:
-        dropped = _finish(archives, manifests, drops)
+        dropped = _finish(manifests, drops, kept)
         for name, manifest in manifests.items():
             manifest["open"] = None
             results[name]["partitions_dropped"] = dropped
@@ -144,13 +146,32 @@ def _open_batches(manifest: dict) -> list[dict]:
     return manifest["batches"][manifest["open"]["first_batch"] - 1 :]
 
 
+class _Kept:
+    """What ``_archive_kept`` archived in this pass, for ``_finish``: each chain's checkpoint
+    at its last batch (``latest``, as in the batches' chain files) and every operation's
+    ``seq`` and ``ts`` (ISO text, as in the batches' Parquet files). A rerun after a kill reads
+    the open batches' files back into it; otherwise it is kept in memory, not read again."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, dict] = {}
+        self.folds: dict[str, _LiveFold] = {}
+        self.seqs: list[int] = []
+        self.ts: list[str] = []
+
+
 def _archive_kept(
-    namespace: str, cut: datetime, archive: Archive, manifest: dict, batch: int, drops: list
+    namespace: str,
+    cut: datetime,
+    archive: Archive,
+    manifest: dict,
+    batch: int,
+    drops: list,
+    kept: _Kept,
 ) -> dict:
     """Batch by batch, files and manifest only: the rows stay in the database until
-    ``_finish``. A cursor on ``seq`` and the sessions already archived in this pass keep a row
-    from being archived twice; the manifest's ``open`` entry holds them, so a rerun after a kill
-    continues where the pass stopped."""
+    ``_finish``. A ``(ts, seq)`` cursor and the sessions already archived in this pass keep a
+    row from being archived twice; the manifest's ``open`` entry holds them, so a rerun after a
+    kill continues where the pass stopped."""
     result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if not manifest.get("open"):
         manifest["open"] = {
@@ -159,10 +180,13 @@ def _archive_kept(
         }  # fmt: skip
     state = manifest["open"]
     done_sessions: set[str] = set()
-    latest: dict[str, dict] = {}  # each chain's checkpoint so far in this pass
+    latest = kept.latest  # each chain's checkpoint so far in this pass
     for entry in _open_batches(manifest):
         done_sessions.update(entry["sessions"])
         latest.update(chains_of(archive, entry))
+        table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
+        kept.seqs += table["seq"]
+        kept.ts += table["ts"]
     ranges = partitions.scan_ranges(connection, cut)
     while True:
         ops, after = _select_after(namespace, batch, state, done_sessions, ranges)
@@ -171,8 +195,10 @@ def _archive_kept(
         state["after"] = after
         if not ops:
             continue
-        entry, chains = _write_batch(archive, manifest, ops, cut, latest)
+        entry, chains = _write_batch(archive, manifest, ops, cut, latest, kept.folds)
         entry["kept"] = _kept_counts(ops, namespace, drops)
+        kept.seqs += [op[0] for op in ops]
+        kept.ts += [op[len(OP_COLUMNS)] for op in ops]  # ts as the archive has it
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
         done_sessions.update(entry["sessions"])
@@ -226,17 +252,48 @@ def _select_after(
     if not rows:
         return [], None
     ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and op[5] in done_sessions)]
-    sessions = sorted({op[5] for op in ops if op[4] == oplog.TARGET_SESSION})
-    if sessions:
+    partial = _partial_sessions(ops)
+    if partial:
         seen = {op[0] for op in ops}
-        more = pgcopy.operations_of(Operation, OP_COLUMNS, sessions)
+        more = pgcopy.operations_of(Operation, OP_COLUMNS, partial)
         ops.extend(op for op in more if op[0] not in seen)
     ops.sort(key=lambda op: op[0])
     last = rows[-1]
     return ops, [last[len(OP_COLUMNS)], last[0]]  # ts as the database wrote it, seq
 
 
-def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: list) -> int:
+def _partial_sessions(ops: list[tuple]) -> list[str]:
+    """The sessions of ``ops`` whose chain they do not hold whole: all but those whose
+    operations there link from the genesis hash to the session's ``head_hash`` (``ops`` in
+    ``(ts, seq)`` order, a chain's order). Only these are read again (a session goes whole);
+    read in ``(ts, seq)`` order, most sessions lie in one batch."""
+    chains: dict[str, list[tuple]] = defaultdict(list)
+    for op in ops:
+        if op[4] == oplog.TARGET_SESSION:
+            chains[op[5]].append(op)
+    if not chains:
+        return []
+    heads = {
+        str(pk): head
+        for pk, head in FeedbackSession.objects.filter(id__in=list(chains)).values_list(
+            "id", "head_hash"
+        )
+    }
+    partial = []
+    for sid, chain in chains.items():
+        prev = GENESIS_HASH
+        for op in chain:
+            if op[13] != prev:
+                break
+            prev = op[14]
+        else:
+            if prev == heads.get(sid):
+                continue
+        partial.append(sid)
+    return sorted(partial)
+
+
+def _finish(manifests: dict[str, dict], drops: list, kept: dict[str, _Kept]) -> int:
     """One transaction for the pass's open batches of every namespace: each chain's last
     checkpoint stored, the archived rows deleted except those of partitions whose rows are all
     archived — checked by count per namespace — which are detached and dropped instead (rows of
@@ -262,20 +319,15 @@ def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: lis
         for name, manifest in manifests.items():
             if not manifest.get("open"):
                 continue
-            archive = archives[name]
-            chains: dict[str, dict] = {}
-            seqs: list[int] = []
-            sessions: list[str] = []
-            for entry in _open_batches(manifest):
-                chains.update(chains_of(archive, entry))
-                sessions.extend(entry["sessions"])
-                table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
-                for seq, ts in zip(table["seq"], table["ts"], strict=True):
-                    # ISO 8601 UTC to the microsecond, both: compared as text
-                    if not any(lo <= ts < hi for lo, hi in bounds):
-                        seqs.append(seq)
-            _store_checkpoints(name, chains)
-            _delete(seqs, sessions)
+            sessions = [s for entry in _open_batches(manifest) for s in entry["sessions"]]
+            rows = [
+                (ts, seq)
+                for seq, ts in zip(kept[name].seqs, kept[name].ts, strict=True)
+                # ISO 8601 UTC to the microsecond, both: compared as text
+                if not any(lo <= ts < hi for lo, hi in bounds)
+            ]
+            _store_checkpoints(name, kept[name].latest)
+            _delete(rows, sessions)
         for part in ready:
             partitions.drop(connection, part, names, TARGETS)
     return len(ready)
@@ -302,9 +354,19 @@ def _store_checkpoints(namespace: str, chains: dict) -> None:
     ChainCheckpoint.objects.bulk_create(new, batch_size=1000)
 
 
-def _delete(seqs: list[int], sessions: list[str]) -> None:
-    for start in range(0, len(seqs), DELETE_CHUNK):
-        Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete("default")
+def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
+    """Delete the operations ``rows`` (``(ts, seq)``, ts as ISO text) and the event rows of
+    ``sessions``. Each chunk of operations is bounded by its ``ts`` range too: on the
+    partitioned log a ``seq`` alone probes every partition's key, the range only those that
+    can hold the chunk (rows in ``(ts, seq)`` order lie in one or two)."""
+    rows = sorted(rows)
+    for start in range(0, len(rows), DELETE_CHUNK):
+        chunk = rows[start : start + DELETE_CHUNK]
+        Operation.objects.filter(
+            seq__in=[seq for _, seq in chunk],
+            ts__gte=datetime.fromisoformat(chunk[0][0]),
+            ts__lte=datetime.fromisoformat(chunk[-1][0]),
+        )._raw_delete("default")
     for start in range(0, len(sessions), DELETE_CHUNK):
         part = sessions[start : start + DELETE_CHUNK]
         SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
@@ -385,19 +447,24 @@ def _fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields]
 
 
-def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dict[str, dict]:
+def _chains(
+    ops: list[tuple], namespace: str, latest: dict | None = None, folds: dict | None = None
+) -> dict[str, dict]:
     """Each chain's part of the batch: first and last seq, the hash before and after it, and
     for an object the replay fold at its end (continued from its earlier checkpoint: the
-    database's, or ``latest``'s — this pass's batches not stored yet)."""
+    database's, or ``latest``'s — this pass's batches not stored yet; ``folds`` holds the
+    live folds of ``latest``'s, continued in place rather than rebuilt from their JSON)."""
+    latest = latest or {}
     by_target: dict = defaultdict(list)
     for op in ops:
         by_target[str(op[5])].append(op)
+    stored = [tid for tid in by_target if tid not in latest]
     earlier: dict = {
         str(cp.target_id): _Earlier(cp.fold, cp.operations)
-        for cp in ChainCheckpoint.objects.filter(target_id__in=by_target)
-    }
+        for cp in ChainCheckpoint.objects.filter(target_id__in=stored)
+    } if stored else {}  # fmt: skip
     for tid in by_target:
-        c = (latest or {}).get(tid)
+        c = latest.get(tid)
         if c is not None:
             earlier[tid] = _Earlier(c["fold"], c["operations"])
     chains = {}
@@ -410,7 +477,7 @@ def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dic
             "operations": len(rows) + (cp.operations if cp else 0), "fold": None,
         }  # fmt: skip
         if last[4] == oplog.TARGET_OBJECT:
-            entry["fold"] = _fold(rows, cp.fold if cp else None)
+            entry["fold"] = _fold(rows, cp.fold if cp else None, folds, target_id)
         chains[str(target_id)] = entry
     return chains
 
@@ -424,9 +491,24 @@ class _Earlier:
         self.fold, self.operations = fold, operations
 
 
-def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
-    fold = replay.fold_from_json(seed)
-    state_op = (seed or {}).get("state_op")
+class _LiveFold:
+    """A chain's fold as replay holds it, and the last operation that stored a state."""
+
+    __slots__ = ("fold", "state_op")
+
+    def __init__(self, fold: replay.Fold, state_op: dict | None) -> None:
+        self.fold, self.state_op = fold, state_op
+
+
+def _fold(
+    rows: list[tuple], seed: dict | None, folds: dict | None = None, target_id: str = ""
+) -> dict | None:
+    """The fold after ``rows``, continued from ``seed`` (its JSON), or from ``folds``'s live
+    fold of ``target_id`` (the same fold, kept from the chain's last batch), which it updates."""
+    live = (folds or {}).pop(target_id, None)
+    if live is None:
+        live = _LiveFold(replay.fold_from_json(seed), (seed or {}).get("state_op"))
+    fold, state_op = live.fold, live.state_op
     try:
         for op in rows:
             replay.step(fold, replay.OpRecord(op[0], op[3], op[2], op[7], op[8], op[9], op[10]))
@@ -434,6 +516,9 @@ def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
                 state_op = {"seq": op[0], "id": str(op[1]), "op_type": op[3], "ts": iso(op[2])}
     except Exception:  # a broken log: no fold stored; verify_replay reports the object
         return None
+    if folds is not None:
+        live.state_op = state_op
+        folds[target_id] = live
     # the last operation that stored a state: what ``state?as_of`` after the cut names
     return {**replay.fold_to_json(fold), "state_op": state_op}
 
@@ -449,7 +534,12 @@ def seqs_of(archive: Archive, entry: dict) -> list[int]:
 
 
 def _write_batch(
-    archive: Archive, manifest: dict, ops: list[tuple], cut: datetime, latest: dict | None = None
+    archive: Archive,
+    manifest: dict,
+    ops: list[tuple],
+    cut: datetime,
+    latest: dict | None = None,
+    folds: dict | None = None,
 ) -> tuple[dict, dict]:
     number = len(manifest["batches"]) + 1
     prefix = f"{number:06d}"
@@ -472,7 +562,7 @@ def _write_batch(
             files[name] = archive.write_table(f"{prefix}-{name}.parquet", cols)
     for name, meta in files.items():
         meta["name"] = f"{prefix}-{name}.parquet"
-    chains = _chains(ops, archive.namespace, latest)
+    chains = _chains(ops, archive.namespace, latest, folds)
     data = json.dumps(chains, sort_keys=True).encode()
     chains_file = {"name": f"{prefix}-chains.json", "bytes": len(data), "rows": len(chains),
                    "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip

@@ -30,12 +30,12 @@ _TYPES = {
 _ISO = """'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'"""
 
 
-def _operation_column(model, name: str) -> str:
+def _operation_column(model, name: str, alias: str) -> str:
     """One operation column as ``_operation_rows`` reads it: uuids and JSON as their text (the
     JSON parsed in one call per read, not one per row by the driver), hashes (``bytea``,
     ``rms.store.fields``) as hex, timestamps formatted as ``rms.replay.iso`` writes them."""
     f = model._meta.get_field(name)
-    col = f'"{f.column}"'
+    col = f'{alias}."{f.column}"'
     kind = f.get_internal_type()
     if kind in ("UUIDField", "JSONField"):
         return f"{col}::text"
@@ -46,14 +46,15 @@ def _operation_column(model, name: str) -> str:
     return col
 
 
-def _operation_rows(model, columns: tuple[str, ...], where: str, params: list) -> list[tuple]:
-    """``columns`` of the operations matching ``where``, each row a tuple in ``columns``' order
+def _operation_rows(model, columns: tuple[str, ...], rest: str, params: list) -> list[tuple]:
+    """``columns`` of the operations ``o`` of ``FROM table o {rest}``, each row a tuple in
+    ``columns``' order
     with ``ts`` a datetime and ``payload`` parsed, followed by two more values: ``ts`` and
     ``payload`` as the database's text (what the archive stores: readers parse the JSON, so
     the value and the recomputed hash are those of the canonical text)."""
-    select = ", ".join(_operation_column(model, c) for c in columns)
+    select = ", ".join(_operation_column(model, c, "o") for c in columns)
     with connection.cursor() as cur:
-        cur.execute(f"SELECT {select} FROM {model._meta.db_table} WHERE {where}", params)
+        cur.execute(f"SELECT {select} FROM {model._meta.db_table} o {rest}", params)
         rows = cur.fetchall()
     if not rows:
         return []
@@ -84,22 +85,33 @@ def operations_in_range(
     """At most ``limit`` operations of ``namespace``'s chains of ``target_types`` with ``lo <=
     ts < hi``, ``(ts, seq)`` after ``after`` and ``seq`` above ``floor``, in ``(ts, seq)`` order
     (rows as ``_operation_rows``). The range's bounds are literals, so the planner reads only
-    the partitions (one day, or the default) that can hold them."""
-    where = ["namespace = %s", "target_type = ANY(%s)", "ts < %s", "seq > %s"]
-    params: list = [namespace, list(target_types), hi, floor]
+    the partitions (one day, or the default) that can hold them. The keys are sorted and cut
+    first, then only those rows are read and turned into text (sorting whole rows spilled to
+    disk and formatted every row of the range for each batch)."""
+    bounds, params = ["ts < %s"], [hi]
     if lo is not None:
-        where.append("ts >= %s")
+        bounds.append("ts >= %s")
         params.append(lo)
     if after is not None:
-        where += ["ts >= %s", "(ts, seq) > (%s, %s)"]
-        params += [after[0], after[0], after[1]]
-    sql = " AND ".join(where) + " ORDER BY ts, seq LIMIT %s"
-    return _operation_rows(model, columns, sql, [*params, limit])
+        bounds.append("ts >= %s")
+        params.append(after[0])
+    where = ["namespace = %s", "target_type = ANY(%s)", "seq > %s", *bounds]
+    keys_params = [namespace, list(target_types), floor, *params]
+    if after is not None:
+        where.append("(ts, seq) > (%s, %s)")
+        keys_params += [after[0], after[1]]
+    keys = f"SELECT seq, ts FROM {model._meta.db_table} WHERE {' AND '.join(where)}"
+    outer = " AND ".join(f"o.{b}" for b in bounds)
+    rest = (
+        f"JOIN ({keys} ORDER BY ts, seq LIMIT %s) k ON o.seq = k.seq AND o.ts = k.ts "
+        f"WHERE {outer} ORDER BY o.ts, o.seq"
+    )
+    return _operation_rows(model, columns, rest, [*keys_params, limit, *params])
 
 
 def operations_of(model, columns: tuple[str, ...], target_ids: list[str]) -> list[tuple]:
     """Every operation of the chains ``target_ids`` (rows as ``_operation_rows``)."""
-    return _operation_rows(model, columns, "target_id = ANY(%s::uuid[])", [target_ids])
+    return _operation_rows(model, columns, "WHERE o.target_id = ANY(%s::uuid[])", [target_ids])
 
 
 def model_rows(model, column: str, values: list) -> pa.Table:
