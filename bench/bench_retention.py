@@ -114,6 +114,7 @@ def main() -> None:
         "made from --db once grown. A pass changes the data, so it runs on the copy. The "
         "template's log is as old as when it was grown: its cut moves with the clock.",
     )
+    parser.add_argument("--batch", type=int, help="operations per batch (default: the pass's)")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--profile", help="write the pass's cProfile stats to this file")
     parser.add_argument(
@@ -153,7 +154,7 @@ def main() -> None:
             t0 = time.perf_counter()
             if profiler:
                 profiler.enable()
-            result = retention.run_namespace(ns)
+            result = retention.run_namespace(ns, batch=args.batch or retention.BATCH)
             pass_s = time.perf_counter() - t0
             if profiler:
                 profiler.disable()

@@ -110,7 +110,7 @@ def _run(namespaces: list[Namespace], now: datetime, batch: int) -> dict[str, di
         else:
             results[ns.name] = _archive_deleted(ns.name, cuts[ns.name], archive, manifest, batch)
     if opened or drops:
-        dropped = _finish(manifests, drops, kept)
+        dropped = _finish(archives, manifests, drops, kept)
         for name, manifest in manifests.items():
             manifest["open"] = None
             results[name]["partitions_dropped"] = dropped
@@ -148,15 +148,16 @@ def _open_batches(manifest: dict) -> list[dict]:
 
 class _Kept:
     """What ``_archive_kept`` archived in this pass, for ``_finish``: each chain's checkpoint
-    at its last batch (``latest``, as in the batches' chain files) and every operation's
-    ``seq`` and ``ts`` (ISO text, as in the batches' Parquet files). A rerun after a kill reads
-    the open batches' files back into it; otherwise it is kept in memory, not read again."""
+    at its last batch (``latest``, as in the batches' chain files) and the ``(ts, seq)`` of the
+    operations outside every partition planned to be dropped (``outside``: the rows to delete
+    when the drops go ahead; ts as ISO text, as in the batches' Parquet files). A rerun after a
+    kill reads the open batches' files back into it; otherwise it is kept in memory, not read
+    again."""
 
     def __init__(self) -> None:
         self.latest: dict[str, dict] = {}
         self.folds: dict[str, _LiveFold] = {}
-        self.seqs: list[int] = []
-        self.ts: list[str] = []
+        self.outside: list[tuple[str, int]] = []
 
 
 def _archive_kept(
@@ -184,9 +185,7 @@ def _archive_kept(
     for entry in _open_batches(manifest):
         done_sessions.update(entry["sessions"])
         latest.update(chains_of(archive, entry))
-        table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
-        kept.seqs += table["seq"]
-        kept.ts += table["ts"]
+        kept.outside += _rows_of(archive, entry, drops, inside=False)
     ranges = partitions.scan_ranges(connection, cut)
     while True:
         ops, after = _select_after(namespace, batch, state, done_sessions, ranges)
@@ -196,9 +195,7 @@ def _archive_kept(
         if not ops:
             continue
         entry, chains = _write_batch(archive, manifest, ops, cut, latest, kept.folds)
-        entry["kept"] = _kept_counts(ops, namespace, drops)
-        kept.seqs += [op[0] for op in ops]
-        kept.ts += [op[len(OP_COLUMNS)] for op in ops]  # ts as the archive has it
+        entry["kept"] = _kept_counts(ops, namespace, drops, kept.outside)
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
         done_sessions.update(entry["sessions"])
@@ -210,18 +207,35 @@ def _archive_kept(
     return result
 
 
-def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int]:
+def _kept_counts(
+    ops: list[tuple], namespace: str, drops: list, outside: list[tuple[str, int]]
+) -> dict[str, int]:
     """The batch's operations of ``namespace``'s chains per partition to drop (checked against
-    the partition's rows before it is dropped)."""
+    the partition's rows before it is dropped); the ``(ts, seq)`` of its operations outside
+    every partition to drop are added to ``outside``."""
     counts: dict[str, int] = defaultdict(int)
     for op in ops:
-        if op[6] != namespace:
-            continue
         for part in drops:
             if part.lo <= op[2] < part.hi:
-                counts[part.name] += 1
+                if op[6] == namespace:
+                    counts[part.name] += 1
                 break
+        else:
+            outside.append((op[len(OP_COLUMNS)], op[0]))  # ts as the archive has it
     return dict(counts)
+
+
+def _rows_of(archive: Archive, entry: dict, parts: list, *, inside: bool) -> list[tuple[str, int]]:
+    """The ``(ts, seq)`` of a batch's operations inside (or outside) ``parts``, from its
+    Parquet file."""
+    bounds = [(iso(p.lo), iso(p.hi)) for p in parts]
+    table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
+    return [
+        (ts, seq)
+        for seq, ts in zip(table["seq"], table["ts"], strict=True)
+        # ISO 8601 UTC to the microsecond, both: compared as text
+        if any(lo <= ts < hi for lo, hi in bounds) == inside
+    ]
 
 
 def _select_after(
@@ -293,7 +307,9 @@ def _partial_sessions(ops: list[tuple]) -> list[str]:
     return sorted(partial)
 
 
-def _finish(manifests: dict[str, dict], drops: list, kept: dict[str, _Kept]) -> int:
+def _finish(
+    archives: dict[str, Archive], manifests: dict[str, dict], drops: list, kept: dict[str, _Kept]
+) -> int:
     """One transaction for the pass's open batches of every namespace: each chain's last
     checkpoint stored, the archived rows deleted except those of partitions whose rows are all
     archived — checked by count per namespace — which are detached and dropped instead (rows of
@@ -315,17 +331,16 @@ def _finish(manifests: dict[str, dict], drops: list, kept: dict[str, _Kept]) -> 
             }
             if all(present.get(n, 0) == archived.get(n, 0) for n in names):
                 ready.append(part)
-        bounds = [(iso(p.lo), iso(p.hi)) for p in ready]
+        # a planned partition kept (a row committed late): its archived rows deleted instead
+        held = [p for p in drops if p.name in live and p not in ready]
         for name, manifest in manifests.items():
             if not manifest.get("open"):
                 continue
             sessions = [s for entry in _open_batches(manifest) for s in entry["sessions"]]
-            rows = [
-                (ts, seq)
-                for seq, ts in zip(kept[name].seqs, kept[name].ts, strict=True)
-                # ISO 8601 UTC to the microsecond, both: compared as text
-                if not any(lo <= ts < hi for lo, hi in bounds)
-            ]
+            rows = list(kept[name].outside)
+            if held:
+                for entry in _open_batches(manifest):
+                    rows += _rows_of(archives[name], entry, held, inside=True)
             _store_checkpoints(name, kept[name].latest)
             _delete(rows, sessions)
         for part in ready:
