@@ -127,7 +127,7 @@ def _archive_deleted(
     result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if manifest["batches"]:  # a pass killed between its manifest and its delete: finish it
         last = manifest["batches"][-1]
-        _apply(last, chains_of(archive, last), seqs_of(archive, last))
+        _apply(last, chains_of(archive, last), _rows_of(archive, last, [], inside=False))
     while True:
         ops = _select(namespace, cut, batch)
         if not ops:
@@ -135,7 +135,7 @@ def _archive_deleted(
         entry, chains = _write_batch(archive, manifest, ops, cut)
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
-        _apply(entry, chains, [op[0] for op in ops])
+        _apply(entry, chains, [(iso(op[2]), op[0]) for op in ops])
         result["batches"] += 1
         result["operations"] += len(ops)
         result["sessions"] += len(entry["sessions"])
@@ -543,11 +543,6 @@ def chains_of(archive: Archive, entry: dict) -> dict:
     return json.loads(archive.read_bytes(entry["chains_file"]["name"]))
 
 
-def seqs_of(archive: Archive, entry: dict) -> list[int]:
-    """The ``seq`` of every operation of a batch, from its Parquet file."""
-    return archive.read_column(entry["files"]["operations"]["name"], "seq")
-
-
 def _write_batch(
     archive: Archive,
     manifest: dict,
@@ -594,9 +589,10 @@ def _write_batch(
     return entry, chains
 
 
-def _apply(entry: dict, chains: dict, seqs: list[int]) -> None:
-    """Store the batch's checkpoints and delete its rows (``seqs``: its operations), in one
-    transaction. Idempotent: rows already gone delete nothing, a checkpoint never moves back."""
+def _apply(entry: dict, chains: dict, rows: list[tuple[str, int]]) -> None:
+    """Store the batch's checkpoints and delete its rows (``rows``: its operations' ``(ts,
+    seq)``), in one transaction. Idempotent: rows already gone delete nothing, a checkpoint
+    never moves back."""
     objects = {tid: c for tid, c in chains.items() if c["type"] == oplog.TARGET_OBJECT}
     with transaction.atomic():
         live = {
@@ -617,14 +613,4 @@ def _apply(entry: dict, chains: dict, seqs: list[int]) -> None:
             else:
                 new.append(cp)
         ChainCheckpoint.objects.bulk_create(new)
-        for start in range(0, len(seqs), DELETE_CHUNK):
-            Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete(
-                "default"
-            )
-        sessions = entry["sessions"]
-        for start in range(0, len(sessions), DELETE_CHUNK):
-            part = sessions[start : start + DELETE_CHUNK]
-            SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
-            InjectionEvent.objects.filter(session_id__in=part)._raw_delete("default")
-            SessionNamespace.objects.filter(session_id__in=part)._raw_delete("default")
-            FeedbackSession.objects.filter(id__in=part)._raw_delete("default")
+        _delete(rows, entry["sessions"])
