@@ -46,7 +46,9 @@ def _operation_column(model, name: str, alias: str) -> str:
     return col
 
 
-def _operation_rows(model, columns: tuple[str, ...], rest: str, params: list) -> list[tuple]:
+def _operation_rows(
+    model, columns: tuple[str, ...], rest: str, params: list, *, by_ts: bool = False
+) -> list[tuple]:
     """``columns`` of the operations ``o`` of ``FROM table o {rest}``, each row a tuple in
     ``columns``' order
     with ``ts`` a datetime and ``payload`` parsed, followed by two more values: ``ts`` and
@@ -59,6 +61,9 @@ def _operation_rows(model, columns: tuple[str, ...], rest: str, params: list) ->
     if not rows:
         return []
     ts_at, payload_at = columns.index("ts"), columns.index("payload")
+    if by_ts:  # in (ts, seq) order: ISO text of one format sorts as its time
+        seq_at = columns.index("seq")
+        rows.sort(key=lambda r: (r[ts_at], r[seq_at]))
     payloads = json.loads("[" + ",".join(r[payload_at] for r in rows) + "]")
     parse = datetime.fromisoformat
     out = []
@@ -104,9 +109,9 @@ def operations_in_range(
     outer = " AND ".join(f"o.{b}" for b in bounds)
     rest = (
         f"JOIN ({keys} ORDER BY ts, seq LIMIT %s) k ON o.seq = k.seq AND o.ts = k.ts "
-        f"WHERE {outer} ORDER BY o.ts, o.seq"
-    )
-    return _operation_rows(model, columns, rest, [*keys_params, limit, *params])
+        f"WHERE {outer}"
+    )  # ordered here, not by the database (a sort of whole rows can spill to disk)
+    return _operation_rows(model, columns, rest, [*keys_params, limit, *params], by_ts=True)
 
 
 def operations_of(model, columns: tuple[str, ...], target_ids: list[str]) -> list[tuple]:
