@@ -7,7 +7,7 @@ the model's field (integers, floats, booleans; everything else text), timestamps
 database as ``rms.replay.iso`` writes them (UTC, ISO 8601 to the microsecond).
 
 ``operations_in_range`` and ``operations_of``: operation rows as tuples for the fold and the
-archive, with the database doing the text work (``_operation_select``).
+archive, with the database doing the text work (``_operation_column``).
 """
 
 from __future__ import annotations
@@ -50,10 +50,9 @@ def _operation_rows(
     model, columns: tuple[str, ...], rest: str, params: list, *, by_ts: bool = False
 ) -> list[tuple]:
     """``columns`` of the operations ``o`` of ``FROM table o {rest}``, each row a tuple in
-    ``columns``' order
-    with ``ts`` a datetime and ``payload`` parsed, followed by two more values: ``ts`` and
-    ``payload`` as the database's text (what the archive stores: readers parse the JSON, so
-    the value and the recomputed hash are those of the canonical text)."""
+    ``columns``' order with ``ts`` a datetime and ``payload`` parsed, followed by two more
+    values: ``ts`` and ``payload`` as the database's text (what the archive stores: readers
+    parse the JSON, so the value and the recomputed hash are those of the canonical text)."""
     select = ", ".join(_operation_column(model, c, "o") for c in columns)
     with connection.cursor() as cur:
         cur.execute(f"SELECT {select} FROM {model._meta.db_table} o {rest}", params)
