@@ -100,7 +100,7 @@ _TARGETS_SQL = " ".join(
 _POSITION_SQL = "txid::text || '.' || seq::text"
 #: The cursor of any suffix (the select list's one parameter: ``.<id>``, or '' for none), encoded
 #: whole per row: base64, made URL-safe, unpadded.
-_CURSOR_ANY_SQL = (
+CURSOR_ANY_SQL = (
     f"rtrim(translate(encode(convert_to({_POSITION_SQL} || %s::text, 'UTF8'), 'base64'), "
     "'+/' || chr(10), '-_'), '=')"
 )
@@ -111,7 +111,7 @@ _CURSOR_ANY_SQL = (
 #: groups has no padding, and at most 43 bytes stay under base64's 76-character line break, so
 #: the per-row part needs neither ``translate`` nor ``rtrim``. Parameters: the three heads and
 #: the three encoded tails, by the position's length mod 3.
-_CURSOR_HEX_SQL = (
+CURSOR_HEX_SQL = (
     f"encode(convert_to({_POSITION_SQL} || (%s::text[])[length({_POSITION_SQL}) %% 3 + 1], "
     f"'UTF8'), 'base64') || (%s::text[])[length({_POSITION_SQL}) %% 3 + 1]"
 )
@@ -120,7 +120,7 @@ _HEX = re.compile(r"[0-9a-f]+")
 #: the microsecond) are those of ``events.encode_cursor`` and ``rms.replay.iso``.
 _ENVELOPE_SQL = {
     "id": "id",
-    "cursor": _CURSOR_ANY_SQL,
+    "cursor": CURSOR_ANY_SQL,
     "type": _sql_type(),
     "ts": "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')",
     "namespace": "namespace",
@@ -143,12 +143,12 @@ def _sql_event(cursor: str) -> str:
     )
 
 
-_SQL_EVENT = _sql_event(_CURSOR_ANY_SQL)
-_SQL_EVENT_HEX = _sql_event(_CURSOR_HEX_SQL)
+_SQL_EVENT = _sql_event(CURSOR_ANY_SQL)
+_SQL_EVENT_HEX = _sql_event(CURSOR_HEX_SQL)
 
 
 def cursor_parts(deployment: str) -> tuple[list[str], list[str]]:
-    """The deployment's cursor suffix ``.<id>`` split for ``_CURSOR_HEX_SQL``, by the length
+    """The deployment's cursor suffix ``.<id>`` split for ``CURSOR_HEX_SQL``, by the length
     mod 3 of a position's text: the characters that complete the position's last base64 group
     (heads), and the base64url of the rest, unpadded (tails). ``encode_cursor`` of a position
     ``p`` is then ``b64(p + heads[len(p) % 3]) + tails[len(p) % 3]``."""

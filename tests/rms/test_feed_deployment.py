@@ -236,7 +236,7 @@ def test_the_sql_cursor_is_the_reference_encoding_at_any_position(
     params = [x for pos in found for x in (str(pos.txid), pos.seq)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {pgfeed._CURSOR_HEX_SQL}, {pgfeed._CURSOR_ANY_SQL}, {pgfeed._CURSOR_ANY_SQL} "
+            f"SELECT {pgfeed.CURSOR_HEX_SQL}, {pgfeed.CURSOR_ANY_SQL}, {pgfeed.CURSOR_ANY_SQL} "
             f"FROM (VALUES {values}) AS t(txid, seq)",
             [*pgfeed.cursor_parts(issuer_id), f".{issuer_id}", "", *params],
         )
