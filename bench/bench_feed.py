@@ -2,6 +2,7 @@
 commit to the feed (long poll) and to a webhook receiver.
 
     .venv/bin/python bench/bench_feed.py [--events 1000000] [--rate 200] [--seconds 20]
+        [--db rms_bench_feed] [--redis redis://127.0.0.1:6379/9]
 
 1. **Feed throughput.** A log of ``--events`` change operations (REINFORCE rows with realistic
    payloads and states, three namespaces, written by the bulk loader below in transactions of
@@ -334,7 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for the server and the worker"
     )
+    parser.add_argument(
+        "--db", default=DB, help="the scratch database (rms_bench*), recreated and dropped"
+    )
+    parser.add_argument(
+        "--redis", default=REDIS, help="the Redis database of the latency and drain parts"
+    )
     args = parser.parse_args(argv)
+    globals().update(DB=args.db, REDIS=args.redis)
     common.stop_on_sigterm()
     ok = True
     common.setup_database(DB)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from rms.policy import DEPRECATED
 from rms.replay import iso
@@ -332,11 +333,18 @@ def event(
     }
 
 
-@dataclass(frozen=True)
-class FeedRow:
-    """One change operation as the store reads it for a page: its position, its event type and
-    its event (a dict, or its JSON text where the database wrote it)."""
+class FeedRow(NamedTuple):
+    """One change operation as the store reads it for a page: its position (``txid``, ``seq``),
+    its event type and its event (a dict, or its JSON text where the database wrote it).
 
-    position: Position
+    A named tuple, built straight from a database row: a page holds up to a thousand of them
+    and uses one position (its last), so ``position`` is made only when asked for."""
+
+    txid: int
+    seq: int
     type: str | None
     event: dict | str
+
+    @property
+    def position(self) -> Position:
+        return Position(self.txid, self.seq)

@@ -129,7 +129,7 @@ def feed_row(row: tuple, deployment: str | None = None) -> FeedRow:
         state=state,
         deployment=deployment,
     )
-    return FeedRow(Position(int(txid), int(seq)), event["type"], event)
+    return FeedRow(int(txid), int(seq), event["type"], event)
 
 
 def _json(value):

@@ -11,6 +11,7 @@ triples the feed's HTTP throughput; ``tests/rms/test_changes.py`` pins those tex
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Sequence
 
@@ -95,13 +96,31 @@ def _sql_data() -> str:
 _TARGETS_SQL = " ".join(
     f"WHEN {_sql_literal(k)} THEN {_sql_literal(v)}" for k, v in events.TARGET_TYPES.items()
 )
+#: A row's position as cursor text, ``txid.seq`` (``events.encode_cursor``).
+_POSITION_SQL = "txid::text || '.' || seq::text"
+#: The cursor of any suffix (the select list's one parameter: ``.<id>``, or '' for none), encoded
+#: whole per row: base64, made URL-safe, unpadded.
+CURSOR_ANY_SQL = (
+    f"rtrim(translate(encode(convert_to({_POSITION_SQL} || %s::text, 'UTF8'), 'base64'), "
+    "'+/' || chr(10), '-_'), '=')"
+)
+#: The cursor of a hex deployment id, its suffix encoded once per page (``cursor_parts``): per
+#: row only the position, with the 0-2 suffix characters that complete its last 3-byte group,
+#: is encoded, then the suffix's encoding for that alignment is appended. Digits, '.' and hex
+#: digits never encode to '+' or '/' (no 6-bit group of theirs exceeds 57), a whole number of
+#: groups has no padding, and at most 43 bytes stay under base64's 76-character line break, so
+#: the per-row part needs neither ``translate`` nor ``rtrim``. Parameters: the three heads and
+#: the three encoded tails, by the position's length mod 3.
+CURSOR_HEX_SQL = (
+    f"encode(convert_to({_POSITION_SQL} || (%s::text[])[length({_POSITION_SQL}) %% 3 + 1], "
+    f"'UTF8'), 'base64') || (%s::text[])[length({_POSITION_SQL}) %% 3 + 1]"
+)
+_HEX = re.compile(r"[0-9a-f]+")
 #: Each key of ``events.ENVELOPE`` in SQL; the encodings (base64url cursor, ISO 8601 UTC time to
 #: the microsecond) are those of ``events.encode_cursor`` and ``rms.replay.iso``.
 _ENVELOPE_SQL = {
     "id": "id",
-    # The deployment's id is the one parameter of the select list: ``.<id>``, or '' for none.
-    "cursor": "rtrim(translate(encode(convert_to(txid::text || '.' || seq::text || %s::text, "
-    "'UTF8'), 'base64'), '+/' || chr(10), '-_'), '=')",
+    "cursor": CURSOR_ANY_SQL,
     "type": _sql_type(),
     "ts": "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')",
     "namespace": "namespace",
@@ -113,11 +132,33 @@ _ENVELOPE_SQL = {
 if tuple(_ENVELOPE_SQL) != events.ENVELOPE:
     raise ImportError("pgfeed's event envelope must list exactly rms.events.ENVELOPE, in order")
 _SQL_TYPE = _ENVELOPE_SQL["type"] + " AS event_type"
-_SQL_EVENT = (
-    "json_build_object("
-    + ", ".join(f"{_sql_literal(key)}, {sql}" for key, sql in _ENVELOPE_SQL.items())
-    + ")::text AS body"
-)
+
+
+def _sql_event(cursor: str) -> str:
+    envelope = {**_ENVELOPE_SQL, "cursor": cursor}
+    return (
+        "json_build_object("
+        + ", ".join(f"{_sql_literal(key)}, {sql}" for key, sql in envelope.items())
+        + ")::text AS body"
+    )
+
+
+_SQL_EVENT = _sql_event(CURSOR_ANY_SQL)
+_SQL_EVENT_HEX = _sql_event(CURSOR_HEX_SQL)
+
+
+def cursor_parts(deployment: str) -> tuple[list[str], list[str]]:
+    """The deployment's cursor suffix ``.<id>`` split for ``CURSOR_HEX_SQL``, by the length
+    mod 3 of a position's text: the characters that complete the position's last base64 group
+    (heads), and the base64url of the rest, unpadded (tails). ``encode_cursor`` of a position
+    ``p`` is then ``b64(p + heads[len(p) % 3]) + tails[len(p) % 3]``."""
+    suffix = f".{deployment}"
+    heads = [suffix[: (3 - r) % 3] for r in range(3)]
+    tails = [
+        base64.urlsafe_b64encode(suffix[len(head) :].encode()).decode().rstrip("=")
+        for head in heads
+    ]
+    return heads, tails
 
 
 def horizon() -> int:
@@ -167,20 +208,26 @@ def rows(
     # Aliased: an output column named "txid" would win over the table's in ORDER BY (and a
     # bigint sort cannot use the xid8 index).
     position = "txid::text::bigint AS position_txid"
-    if as_json:
-        columns = f"seq, {position}, {_SQL_TYPE}, {_SQL_EVENT}"
+    head: list = []
+    if as_json and deployment is not None and _HEX.fullmatch(deployment):
+        # The suffix is the same for every row: encoded here, once per page.
+        columns = f"{position}, seq, {_SQL_TYPE}, {_SQL_EVENT_HEX}"
+        head = list(cursor_parts(deployment))
+    elif as_json:
+        columns = f"{position}, seq, {_SQL_TYPE}, {_SQL_EVENT}"
+        head = ["" if deployment is None else f".{deployment}"]
     else:
         columns = COLUMNS.format(txid=position)
     sql = (
         f"SELECT {columns} FROM {op_table()} WHERE {' AND '.join(where)} "
         "ORDER BY txid, seq LIMIT %s"
     )
-    head = ["" if deployment is None else f".{deployment}"] if as_json else []
     with connection.cursor() as cursor:
         cursor.execute(sql, [*head, *params, str(after.txid), after.seq, str(below), limit])
         found = cursor.fetchall()
     if as_json:
-        return [FeedRow(Position(int(t), int(s)), type_, body) for s, t, type_, body in found]
+        # The columns are FeedRow's fields, in order: no per-row conversion.
+        return list(map(FeedRow._make, found))
     return [feed_row(row, deployment) for row in found]
 
 

@@ -14,10 +14,12 @@ import threading
 import pytest
 from django.apps import apps as django_apps
 from django.db import connection
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from feedback.selectors import ranking_state
-from rms import changes, deployment, events
-from rms.models import Deployment, Namespace
+from rms import changes, deployment, events, store
+from rms.models import Deployment, Namespace, Operation
 from tests.factories import feed, follow
 
 # The feed releases only rows whose transaction has finished: these tests commit for real.
@@ -204,3 +206,83 @@ def test_ranking_state_page_cursors_of_another_deployment_are_refused(client_api
         r = client_api.get("/api/v1/ranking-state", {"namespace": "support", "cursor": cursor})
         assert r.status_code == 200, r.content
         assert len(r.json()["results"]) == 2
+
+
+# --- PostgreSQL writes each event's cursor: the same bytes as the reference encoding ----------
+
+#: Positions whose texts ``txid.seq`` cover every length mod 3 (the suffix's encoding depends on
+#: it) and the longest a cursor carries (20-digit transaction ids, 19-digit sequence numbers).
+positions = st.builds(
+    events.Position,
+    txid=st.one_of(st.integers(0, 2**63 - 1), st.sampled_from([0, 9, 10, 99, 100, 2**63 - 1])),
+    seq=st.one_of(st.integers(0, 2**63 - 1), st.sampled_from([0, 9, 10, 99, 100, 2**63 - 1])),
+)
+hex_ids = st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(found=st.lists(positions, min_size=1, max_size=30), issuer_id=hex_ids)
+def test_the_sql_cursor_is_the_reference_encoding_at_any_position(
+    require_postgres, found, issuer_id
+):
+    """The per-page form (the suffix encoded once, per row only the position) and the per-row
+    form give ``events.encode_cursor`` byte for byte, at any position, for any id."""
+    from rms.store import pgfeed
+
+    values = ", ".join(["(%s::text::xid8, %s::bigint)"] * len(found))
+    params = [x for pos in found for x in (str(pos.txid), pos.seq)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {pgfeed.CURSOR_HEX_SQL}, {pgfeed.CURSOR_ANY_SQL}, {pgfeed.CURSOR_ANY_SQL} "
+            f"FROM (VALUES {values}) AS t(txid, seq)",
+            [*pgfeed.cursor_parts(issuer_id), f".{issuer_id}", "", *params],
+        )
+        rows = cursor.fetchall()
+    assert [row[0] for row in rows] == [events.encode_cursor(p, issuer_id) for p in found]
+    assert [row[1] for row in rows] == [events.encode_cursor(p, issuer_id) for p in found]
+    assert [row[2] for row in rows] == [events.encode_cursor(p) for p in found]
+
+
+def test_position_text_never_encodes_to_the_characters_url_safe_base64_replaces():
+    """Why the per-row part needs no ``translate``: every 3-byte group of digits, '.' and hex
+    digits encodes without '+' or '/' (so standard and URL-safe base64 agree on it)."""
+    alphabet = b"0123456789.abcdef"
+    groups = b"".join(bytes([a, b, c]) for a in alphabet for b in alphabet for c in alphabet)
+    encoded = base64.b64encode(groups)
+    assert b"+" not in encoded and b"/" not in encoded
+
+
+@pytest.mark.postgres
+def test_a_pages_cursors_are_the_reference_encoding(require_postgres, client_api):
+    """Through the feed: events at positions of every text length mod 3 (transaction ids and
+    sequence numbers of 1 to 19 digits) carry ``encode_cursor`` of their position, naming this
+    deployment, in the JSON texts PostgreSQL writes and in the page's ``next_cursor``."""
+    make_objects(client_api, 1)
+    ids = [e["id"] for e in follow(client_api)[0]]
+    template = Operation.objects.get(id=ids[0])
+    below = store.get().release_bound()
+    chosen = {}
+    for digits in range(1, 20):
+        seq = int("7" * digits)
+        txid = min(int("3" * digits), below - 1)
+        op = Operation.objects.create(
+            seq=seq, ts=template.ts, op_type="PIN", target_type=template.target_type,
+            target_id=template.target_id, namespace=template.namespace, actor_id="a",
+            actor_type="SYSTEM_PROCESS", payload={}, state=template.state,
+            prev_hash="0" * 64, hash="0" * 64,
+        )  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE rms_operation SET txid = %s::text::xid8 WHERE seq = %s", [str(txid), seq]
+            )
+        chosen[str(op.id)] = events.Position(txid, seq)
+    mine = deployment.current()
+    page = changes.read(events.START, limit=1000, as_json=True)
+    found = {e["id"]: e["cursor"] for e in map(json.loads, page.events) if e["id"] in chosen}
+    assert found == {i: events.encode_cursor(pos, mine) for i, pos in chosen.items()}
+    body = feed(client_api, limit=1000)
+    assert {e["id"]: e["cursor"] for e in body["results"] if e["id"] in chosen} == found
+    assert body["next_cursor"] == events.encode_cursor(page.next, mine)
