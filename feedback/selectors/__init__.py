@@ -11,7 +11,16 @@ from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from feedback import aggregates, metrics, retrieval, retrieval_quality, session_view, utility
+from feedback import (
+    aggregates,
+    metrics,
+    retrieval,
+    retrieval_quality,
+    session_view,
+    utility,
+    window_rollup,
+)
+from feedback import window_sums as window_sums_module
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -111,6 +120,19 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     return store.get().injection_window_sums(injections, wasteful_ids)
 
 
+def window_sums(
+    namespace_ids: list[int], since=None, until=None
+) -> tuple[dict[int, dict], dict[int, dict]]:
+    """``session_sums`` and ``injection_sums`` of the window, with the whole hours read from
+    the hourly rollup (``feedback.window_rollup``; tests pin them to the live forms): what the
+    metrics read. Without a window the injection sums come from the aggregates."""
+    sums = window_rollup.window_sums_by_namespace(namespace_ids, since, until)
+    sessions = {ns: window_sums_module.session_row(ns, s) for ns, s in sums.items()}
+    if since is None and until is None:
+        return sessions, injection_sums(namespace_ids)
+    return sessions, {ns: window_sums_module.injection_row(ns, s) for ns, s in sums.items()}
+
+
 def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> metrics.MetricInputs:
     """MetricInputs from the sums above (a namespace without rows has empty dicts)."""
     return metrics.MetricInputs(
@@ -126,7 +148,8 @@ def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> met
 
 
 def metric_inputs(namespace, since: datetime | None = None, until: datetime | None = None):
-    """The raw sums of the four metrics of one namespace: three grouped, indexed queries."""
+    """The raw sums of the four metrics of one namespace: the usage ratios, then the window's
+    sums (``window_sums``)."""
     active = FeedbackAggregate.objects.filter(namespace=namespace, total_injections__gte=1).exclude(
         object_id__in=Subquery(
             MemoryObject.objects.filter(namespace=namespace, epistemic_type=DEPRECATED).values("pk")
@@ -134,11 +157,12 @@ def metric_inputs(namespace, since: datetime | None = None, until: datetime | No
     )
     usage = active.aggregate(total=Sum("usage_ratio"), n=Count("pk"))
     ids = [namespace.pk]
+    sessions, injections = window_sums(ids, since, until)
     return inputs_from(
         usage["total"],
         usage["n"],
-        session_sums(ids, since, until).get(namespace.pk, {}),
-        injection_sums(ids, since, until).get(namespace.pk, {}),
+        sessions.get(namespace.pk, {}),
+        injections.get(namespace.pk, {}),
     )
 
 
