@@ -113,16 +113,41 @@ def _injection_part(qs, wasteful):
     )
 
 
-def _parts(namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None) -> list:
-    """The grouped querysets whose rows add up to the window of ``p`` (module docstring)."""
+def lifetime_injection_part(namespace_ids):
+    """The injection sums of all time from the aggregates, which count every injection of
+    their object (``total_injections``), those that ended unused (``unused_sessions``) and
+    their token cost: 100k aggregate rows instead of millions of injections (and the lifetime
+    values, which the retention pass leaves)."""
+    return (
+        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids)
+        .values("namespace_id")
+        .annotate(
+            s=_ZERO,
+            c=_ZERO,
+            b=_ZERO,
+            i=Sum("total_injections"),
+            u=Sum("unused_sessions"),
+            w=Sum("total_token_cost", filter=Q(usage_ratio__lt=WASTE_USAGE_RATIO)),
+        )
+        .values_list("namespace_id", "s", "c", "b", "i", "u", "w")
+        .order_by()
+    )
+
+
+def _parts(
+    namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None, lifetime: bool
+) -> list:
+    """The grouped querysets whose rows add up to the window of ``p`` (module docstring); with
+    ``lifetime``, the sessions only, and the injections from the aggregates."""
     ids = list(namespace_ids)
     wasteful = _wasteful_now(ids)
     scopes = SessionNamespace.objects.filter(namespace_id__in=ids)
     injections = InjectionEvent.objects.filter(namespace_id__in=ids)
-    parts = []
+    parts = [lifetime_injection_part(ids)] if lifetime else []
     for lo, hi in p.live:
         parts.append(_session_part(_range(scopes, lo, hi)))
-        parts.append(_injection_part(_range(injections, lo, hi), wasteful))
+        if not lifetime:
+            parts.append(_injection_part(_range(injections, lo, hi), wasteful))
     if p.rolled is None:
         return parts
     assert mark is not None
@@ -136,15 +161,17 @@ def _parts(namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None) ->
             s=Sum("sessions"),
             c=Sum("corrected"),
             b=Sum("budget"),
-            i=Sum("injections"),
-            u=Sum("unused"),
-            w=Sum("wasted"),
+            i=_ZERO if lifetime else Sum("injections"),
+            u=_ZERO if lifetime else Sum("unused"),
+            w=_ZERO if lifetime else Sum("wasted"),
         )
         .values_list("namespace_id", "s", "c", "b", "i", "u", "w")
         .order_by()
     )
     # Rows of the rolled hours that the hours do not hold yet (recorded after the run).
     parts.append(_session_part(_range(scopes.filter(id__gt=mark.scope_id), lo, hi)))
+    if lifetime:
+        return parts
     late = injections.filter(id__gt=mark.injection_id)
     parts.append(_injection_part(_range(late, lo, hi), wasteful))
     # The objects whose wasteful state may differ from the set the hours were summed by: those
@@ -191,13 +218,18 @@ def _floor(mark: WindowRollupMark | None, ns_id: int) -> datetime | None:
 
 
 def window_sums_by_namespace(
-    namespace_ids: list[int], since: datetime | None = None, until: datetime | None = None
+    namespace_ids: list[int],
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    lifetime: bool = False,
 ) -> dict[int, Sums]:
     """``{namespace id: Sums}`` of the window [since, until]: the same numbers as
     ``feedback.selectors.session_sums`` and ``injection_sums``' windowed form, with the whole
     hours read from the rollup. In one snapshot: the mark, the objects touched since it, then
     one statement per distinct plan (one in practice: the namespaces share the mark unless a
-    floor sets one apart)."""
+    floor sets one apart). ``lifetime`` (for the unbounded window): the injection sums from
+    the aggregates (:func:`lifetime_injection_part`)."""
     rows = []
     # One snapshot: the mark, the hours and the rows beyond it as of one moment (a run that
     # commits meanwhile would otherwise have its rows counted twice or not at all).
@@ -208,7 +240,7 @@ def window_sums_by_namespace(
         for ns_id in namespace_ids:
             groups[window_sums.plan(since, until, through, _floor(mark, ns_id))].append(ns_id)
         for p, ids in groups.items():
-            for part in store.get().grouped_sums(_parts(ids, p, mark)):
+            for part in store.get().grouped_sums(_parts(ids, p, mark, lifetime)):
                 rows.extend(part)
     return window_sums.merge((r[0], Sums(*(int(v or 0) for v in r[1:]))) for r in rows)
 

@@ -5,46 +5,80 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0017_merge_session_record_and_sort_indexes'),
-        ('rms', '0012_merge_operation_hashes_bytea'),
+        ("feedback", "0017_merge_session_record_and_sort_indexes"),
+        ("rms", "0012_merge_operation_hashes_bytea"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='WindowRollupMark',
+            name="WindowRollupMark",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('through', models.DateTimeField()),
-                ('injection_id', models.BigIntegerField(default=0)),
-                ('scope_id', models.BigIntegerField(default=0)),
-                ('signal_id', models.BigIntegerField(default=0)),
-                ('floors', models.JSONField(default=dict)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("through", models.DateTimeField()),
+                ("injection_id", models.BigIntegerField(default=0)),
+                ("scope_id", models.BigIntegerField(default=0)),
+                ("signal_id", models.BigIntegerField(default=0)),
+                ("floors", models.JSONField(default=dict)),
             ],
         ),
         migrations.CreateModel(
-            name='WasteMember',
+            name="WasteMember",
             fields=[
-                ('object', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='rms.memoryobject')),
-                ('namespace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace')),
+                (
+                    "object",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="rms.memoryobject",
+                    ),
+                ),
+                (
+                    "namespace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="rms.namespace",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='WindowHour',
+            name="WindowHour",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hour', models.DateTimeField()),
-                ('sessions', models.PositiveIntegerField(default=0)),
-                ('corrected', models.PositiveIntegerField(default=0)),
-                ('budget', models.BigIntegerField(default=0)),
-                ('injections', models.PositiveIntegerField(default=0)),
-                ('unused', models.PositiveIntegerField(default=0)),
-                ('wasted', models.BigIntegerField(default=0)),
-                ('namespace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='rms.namespace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("hour", models.DateTimeField()),
+                ("sessions", models.PositiveIntegerField(default=0)),
+                ("corrected", models.PositiveIntegerField(default=0)),
+                ("budget", models.BigIntegerField(default=0)),
+                ("injections", models.PositiveIntegerField(default=0)),
+                ("unused", models.PositiveIntegerField(default=0)),
+                ("wasted", models.BigIntegerField(default=0)),
+                (
+                    "namespace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="rms.namespace",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('namespace', 'hour'), name='window_hour_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("namespace", "hour"), name="window_hour_unique")
+                ],
             },
         ),
     ]

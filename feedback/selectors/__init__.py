@@ -91,26 +91,20 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     """{namespace id: {"n", "unused", "wasted"}} of the injections in the window, one grouped
     query for all namespaces.
 
-    Without a window the sums come from the aggregates, which count every injection of their
-    object (``total_injections``), those that ended unused (``unused_sessions``) and their token
-    cost: 100k aggregate rows instead of millions of injections. With a window the injections
-    are scanned through the (namespace, ts) covering index and "wasted" sums those whose object
-    is below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
+    Without a window the sums come from the aggregates
+    (``feedback.window_rollup.lifetime_injection_part``). With a window the injections are
+    scanned through the (namespace, ts) covering index and "wasted" sums those whose object is
+    below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
     object and aggregate). A test pins both forms to the same numbers.
     """
     wasteful = Q(usage_ratio__lt=WASTE_USAGE_RATIO)
     if since is None and until is None:
-        rows = (
-            FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids)
-            .values("namespace_id")
-            .annotate(
-                n=Sum("total_injections"),
-                unused=Sum("unused_sessions"),
-                wasted=Sum("total_token_cost", filter=wasteful),
+        return {
+            ns: {"namespace_id": ns, "n": n, "unused": unused, "wasted": wasted}
+            for ns, _, _, _, n, unused, wasted in window_rollup.lifetime_injection_part(
+                namespace_ids
             )
-            .order_by()
-        )
-        return {r["namespace_id"]: r for r in rows}
+        }
     wasteful_ids = FeedbackAggregate.objects.filter(
         wasteful, namespace_id__in=namespace_ids
     ).values("object_id")
@@ -126,11 +120,12 @@ def window_sums(
     """``session_sums`` and ``injection_sums`` of the window, with the whole hours read from
     the hourly rollup (``feedback.window_rollup``; tests pin them to the live forms): what the
     metrics read. Without a window the injection sums come from the aggregates."""
-    sums = window_rollup.window_sums_by_namespace(namespace_ids, since, until)
-    sessions = {ns: window_sums_module.session_row(ns, s) for ns, s in sums.items()}
-    if since is None and until is None:
-        return sessions, injection_sums(namespace_ids)
-    return sessions, {ns: window_sums_module.injection_row(ns, s) for ns, s in sums.items()}
+    lifetime = since is None and until is None
+    sums = window_rollup.window_sums_by_namespace(namespace_ids, since, until, lifetime=lifetime)
+    return (
+        {ns: window_sums_module.session_row(ns, s) for ns, s in sums.items()},
+        {ns: window_sums_module.injection_row(ns, s) for ns, s in sums.items()},
+    )
 
 
 def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> metrics.MetricInputs:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import transaction
 
-from feedback import retention, window_rollup, window_sums
+from feedback import retention, selectors, window_rollup, window_sums
 from feedback.models import (
     FeedbackAggregate,
     FeedbackSession,
@@ -95,8 +95,10 @@ def sessions(writer, objs, n, rng, start, hours):
             for o in picked
             if rng.random() < 0.3
         ]
-        body = session_body(f"{start.isoformat()}-{k}", [(o.pk, rng.randint(5, 90)) for o in picked],
-                            signals, budget=rng.randint(500, 3000))  # fmt: skip
+        costs = [(o.pk, rng.randint(5, 90)) for o in picked]
+        body = session_body(
+            f"{start.isoformat()}-{k}", costs, signals, budget=rng.randint(500, 3000)
+        )
         # A session counts in every namespace of its scope (SPEC §10).
         body["namespace_scope"] = sorted({o.namespace.name for o in objs})
         at = start + timedelta(hours=rng.uniform(0, hours))
@@ -177,6 +179,15 @@ def test_random_sessions_read_partly_from_the_rollup_equal_the_live_sums(ns):
         expected.injections,
         expected.wasted,
     )
+    # All time: the sessions from the hours, the injections from the aggregates (lifetime).
+    sessions_all, injections_all = selectors.window_sums(ids)
+    for n in ids:
+        assert sessions_all[n] == session_sums(ids)[n]
+        assert injections_all[n] == {
+            **injection_sums(ids)[n],
+            "wasted": injections_all[n]["wasted"],
+        }
+        assert injections_all[n]["wasted"] == (injection_sums(ids)[n]["wasted"] or 0)
     # A rerun changes nothing.
     snapshot = hours_snapshot()
     assert window_rollup.rollup_all(NOW)["rows"] == 0
