@@ -44,6 +44,7 @@ from feedback.models import (
 )
 from feedback.window_sums import Sums, ceil_hour, floor_hour
 from rms import store
+from rms.models import Namespace
 from rms.policy import USED_SIGNALS
 
 LOCK = "rms:window-rollup"
@@ -53,6 +54,8 @@ LOCK_SECONDS = 3600
 FOLD_MAX = 20_000
 #: A floor that keeps a whole namespace live until the next run (``forget_namespaces``).
 EVERYTHING = datetime(9999, 1, 1, tzinfo=UTC)
+#: The mark of a first run still under way: no hour is rolled up.
+NOTHING = datetime(1970, 1, 1, tzinfo=UTC)
 
 _ZERO = Value(0, output_field=IntegerField())
 
@@ -377,6 +380,11 @@ def rollup(now: datetime) -> dict:
     the hours run before the second. Returns the hour rows written."""
     target = floor_hour(now)
     mark = WindowRollupMark.objects.first()
+    if mark is None:
+        # Nothing rolled up yet (every read is live); a retention pass during this first run
+        # finds the mark and leaves its floor for the next one.
+        mark = WindowRollupMark.objects.create(through=NOTHING)
+    first = mark.through == NOTHING
     # The ids are read first, and the writers that may still hold lower ones are waited for:
     # the hours then hold exactly the rows up to these ids.
     ids = {
@@ -386,40 +394,47 @@ def rollup(now: datetime) -> dict:
     }
     store.get().settle_writers()
     added, removed = _waste_changes()
-    refold = mark is not None and len(added) + len(removed) > FOLD_MAX
+    refold = not first and len(added) + len(removed) > FOLD_MAX
     with transaction.atomic():
-        if mark is not None and not refold:
+        if refold:
+            # The set changes without its fold: every namespace is read live until the hours
+            # are recomputed with it (the floors go with the second transaction).
+            locked = WindowRollupMark.objects.select_for_update().get(pk=mark.pk)
+            everything = EVERYTHING.isoformat()
+            floors = {**locked.floors, **{str(pk): everything for pk in _namespace_ids()}}
+            WindowRollupMark.objects.filter(pk=mark.pk).update(floors=floors)
+        elif not first:
             _fold(added, removed, mark.through, mark.injection_id)
         WasteMember.objects.filter(object_id__in=removed).delete()
         WasteMember.objects.bulk_create(
             [WasteMember(object_id=o, namespace_id=ns) for o, ns in added.items()],
             batch_size=2000,
         )
-    floors_seen = {} if mark is None else dict(mark.floors)
-    if mark is None or refold:
+    floors_seen = dict(WindowRollupMark.objects.get(pk=mark.pk).floors)
+    if first or refold:
         ranges = [(None, None, target)]
     else:
         ranges = [(None, h, h + window_sums.HOUR) for h in sorted(_dirty_hours(mark))]
         ranges += [([int(ns)], None, datetime.fromisoformat(f)) for ns, f in floors_seen.items()]
         ranges.append((None, mark.through, target))
+    ranges = [(n, lo, min(hi, target)) for n, lo, hi in ranges]
+    ranges = [(n, lo, hi) for n, lo, hi in ranges if lo is None or lo < hi]
     sums: dict = {}
     for ns_ids, lo, hi in ranges:
-        hi = min(hi, target)
-        if lo is not None and lo >= hi:
-            continue
         sums.update(_hour_sums(ns_ids, lo, hi, ids["injection_id"], ids["scope_id"]))
     with transaction.atomic():
-        current = WindowRollupMark.objects.select_for_update().first()
-        written = _write_hours(sums, [(n, lo, min(hi, target)) for n, lo, hi in ranges])
-        floors = {} if current is None else dict(current.floors)
+        current = WindowRollupMark.objects.select_for_update().get(pk=mark.pk)
+        written = _write_hours(sums, ranges)
         # A floor the retention pass moved while this ran stays for the next run.
-        floors = {ns: f for ns, f in floors.items() if floors_seen.get(ns) != f}
-        values = {"through": max(target, mark.through) if mark else target, "floors": floors}
-        if current is None:
-            WindowRollupMark.objects.create(**values, **ids)
-        else:
-            WindowRollupMark.objects.filter(pk=current.pk).update(**values, **ids)
+        floors = {ns: f for ns, f in current.floors.items() if floors_seen.get(ns) != f}
+        WindowRollupMark.objects.filter(pk=mark.pk).update(
+            through=max(target, current.through), floors=floors, **ids
+        )
     return written
+
+
+def _namespace_ids() -> list[int]:
+    return list(Namespace.objects.values_list("pk", flat=True))
 
 
 def rollup_all(now: datetime) -> dict:

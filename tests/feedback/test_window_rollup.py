@@ -219,7 +219,10 @@ def test_a_late_session_for_a_rolled_up_hour_counts_before_and_after_the_next_ru
     assert_equal_everywhere(ids, T0)
 
 
-def test_an_object_that_becomes_wasteful_after_its_hours_were_rolled_up(ns):
+@pytest.mark.parametrize("fold_max", [window_rollup.FOLD_MAX, 0])
+def test_an_object_that_becomes_wasteful_after_its_hours_were_rolled_up(ns, monkeypatch, fold_max):
+    # fold_max 0: the run recomputes every hour instead of folding the two objects in.
+    monkeypatch.setattr(window_rollup, "FOLD_MAX", fold_max)
     writer = make_client("w", "client", ["support"])[0]
     obj = make_object(writer, content="once useful", ts=T0 - timedelta(days=1))
     other = make_object(writer, content="never used", ts=T0 - timedelta(days=1))
@@ -251,6 +254,7 @@ def test_an_object_that_becomes_wasteful_after_its_hours_were_rolled_up(ns):
     assert_equal_everywhere(ids, T0)
     # The next run folds both into the hours and the set.
     window_rollup.rollup_all(NOW)
+    assert WindowRollupMark.objects.get().floors == {}
     assert set(WasteMember.objects.values_list("object_id", flat=True)) == {obj.pk}
     assert WindowHour.objects.get(namespace_id=support, hour=T0 + timedelta(hours=1)).wasted == 50
     assert rolled(ids, *hour1)[support].wasted == 50
