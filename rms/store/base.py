@@ -123,8 +123,9 @@ class Store(ABC):
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
-        """Reads inside see the database as of one moment: one transaction (SQLite's read
-        transaction is a snapshot already), or the caller's."""
+        """Reads inside see the database as of one moment: one transaction, or the caller's.
+        (On SQLite it is the settings' IMMEDIATE transaction: the reads queue with the writers
+        for their few milliseconds, as one writer would.)"""
         if connection.in_atomic_block:
             yield
             return
