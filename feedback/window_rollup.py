@@ -238,7 +238,7 @@ def window_sums_by_namespace(
     # commits meanwhile would otherwise have its rows counted twice or not at all).
     with store.get().snapshot():
         mark = WindowRollupMark.objects.first()
-        through = None if mark is None else mark.through
+        through = None if mark is None or mark.through == NOTHING else mark.through
         groups: dict[window_sums.Plan, list[int]] = defaultdict(list)
         for ns_id in namespace_ids:
             groups[window_sums.plan(since, until, through, _floor(mark, ns_id))].append(ns_id)
