@@ -9,11 +9,13 @@ what is older to a Parquet archive in a temporary folder, timed; then ``verify_a
 (``pg_database_size`` after ``VACUUM FULL``).
 
     .venv/bin/python bench/bench_retention.py [--ops 1000000] [--objects 5000] [--keep-db]
+        [--db rms_bench_x] [--template rms_bench_x_grown] [--profile pass.prof]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import random
 import sys
@@ -68,24 +70,15 @@ def create_objects(api: common.Api, n: int, days: int) -> list[str]:
     return ids
 
 
-def db_size() -> int:
-    common.vacuum("VACUUM FULL", db=DB)
-    return common.sql("SELECT pg_database_size(current_database())", db=DB)[0][0]
+def db_size(db: str, *, vacuum: bool = True) -> int:
+    if vacuum:
+        common.vacuum("VACUUM FULL", db=db)
+    return common.sql("SELECT pg_database_size(current_database())", db=db)[0][0]
 
 
-def main() -> None:
-    common.stop_on_sigterm()
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ops", type=int, default=1_000_000)
-    parser.add_argument("--objects", type=int, default=5000)
-    parser.add_argument("--days", type=int, default=20)
-    parser.add_argument("--keep-db", action="store_true")
-    parser.add_argument(
-        "--plain", action="store_true", help="keep the log one table (rows deleted, no drops)"
-    )
-    args = parser.parse_args()
-    common.setup_database(DB)
-    common.django_setup(DB)
+def build(db: str, args: argparse.Namespace) -> None:
+    """A fresh database grown to ``args.ops`` operations (then VACUUM FULL)."""
+    common.setup_database(db)
     from django.db import connection, transaction
 
     from rms.store import partitions
@@ -97,16 +90,53 @@ def main() -> None:
             partitions.convert(connection, datetime.now(UTC))
         today = datetime.now(UTC).date()
         made = partitions.ensure(connection, today - timedelta(days=args.days + 2), today)
+    connection.close()
     print(f"# {len(made)} day partitions made for the backdated log", flush=True)
+    token = common.create_api_client("bench-retention", db=db)
+    with common.Server(db=db, workers=2, threads=4) as server:
+        api = common.Api(server.port, token, timeout=120)
+        ids = create_objects(api, args.objects, args.days + 1)
+        api.close()
+        grow(server.port, token, ids, args.ops // OPS_PER_SESSION, args.days)
+    common.vacuum("VACUUM FULL", db=db)
+
+
+def main() -> None:
+    common.stop_on_sigterm()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=1_000_000)
+    parser.add_argument("--objects", type=int, default=5000)
+    parser.add_argument("--days", type=int, default=20)
+    parser.add_argument("--db", default=DB, help="the scratch database (rms_bench*)")
+    parser.add_argument(
+        "--template",
+        help="a grown log kept to rerun on (rms_bench*): copied into --db when it exists, else "
+        "made from --db once grown. A pass changes the data, so it runs on the copy. The "
+        "template's log is as old as when it was grown: its cut moves with the clock.",
+    )
+    parser.add_argument("--batch", type=int, help="operations per batch (default: the pass's)")
+    parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--profile", help="write the pass's cProfile stats to this file")
+    parser.add_argument(
+        "--plain", action="store_true", help="keep the log one table (rows deleted, no drops)"
+    )
+    args = parser.parse_args()
+    db = args.db
+    common.django_setup(db)  # connects only when first used
     try:
-        token = common.create_api_client("bench-retention", db=DB)
-        with common.Server(db=DB, workers=2, threads=4) as server:
-            api = common.Api(server.port, token, timeout=120)
-            ids = create_objects(api, args.objects, args.days + 1)
-            api.close()
-            grow(server.port, token, ids, args.ops // OPS_PER_SESSION, args.days)
-        size_before = db_size()
+        if args.template and common.database_exists(args.template):
+            t0 = time.perf_counter()
+            common.copy_database(args.template, db)
+            print(f"# {db} copied from {args.template} in {time.perf_counter() - t0:.1f} s")
+        else:
+            build(db, args)
+            if args.template:
+                common.copy_database(db, args.template)
+                print(f"# {args.template} kept as the template of later runs", flush=True)
+        # compact already (VACUUM FULL after growing, before any copy)
+        size_before = db_size(db, vacuum=False)
         from django.conf import settings
+        from django.db import connection
 
         from feedback import retention
         from feedback.models import FeedbackSession
@@ -120,9 +150,15 @@ def main() -> None:
             ns = Namespace.objects.get(name=common.BENCH_NAMESPACE)
             ns.retention_days = args.days // 2
             ns.save()
+            profiler = cProfile.Profile() if args.profile else None
             t0 = time.perf_counter()
-            result = retention.run_namespace(ns)
+            if profiler:
+                profiler.enable()
+            result = retention.run_namespace(ns, batch=args.batch or retention.BATCH)
             pass_s = time.perf_counter() - t0
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
             t0 = time.perf_counter()
             archived = verify_archive(ns.name)
             verify_s = time.perf_counter() - t0
@@ -132,7 +168,8 @@ def main() -> None:
             )
             archive_bytes = sum(p.stat().st_size for p in Path(archive).rglob("*") if p.is_file())
         ops_after = Operation.objects.count()
-        size_after = db_size()
+        connection.close()
+        size_after = db_size(db)
         print(
             json.dumps(
                 {
@@ -156,7 +193,7 @@ def main() -> None:
         )
     finally:
         if not args.keep_db:
-            common.drop_database(DB)
+            common.drop_database(db)
 
 
 if __name__ == "__main__":

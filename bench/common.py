@@ -107,6 +107,21 @@ def _admin_connection():
     )  # fmt: skip
 
 
+def database_exists(name: str) -> bool:
+    with _admin_connection() as conn:
+        return bool(conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone())
+
+
+def copy_database(source: str, target: str) -> None:
+    """``target`` dropped and recreated as a copy of ``source`` (``CREATE DATABASE … TEMPLATE``:
+    a file copy; ``source`` must have no open connection)."""
+    _check_db_name(target)
+    _check_db_name(source)
+    with _admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
+
+
 def recreate_database(name: str = BENCH_DB) -> None:
     """Drop (terminating its connections) and create the benchmark database."""
     _check_db_name(name)

@@ -39,7 +39,7 @@ from feedback import window_rollup
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from rms import oplog, replay
 from rms.archive import Archive
-from rms.models import ChainCheckpoint, Namespace, Operation
+from rms.models import GENESIS_HASH, ChainCheckpoint, Namespace, Operation
 from rms.oplog import canonical_json
 from rms.replay import iso
 from rms.store import partitions, pgcopy
@@ -101,15 +101,17 @@ def _run(namespaces: list[Namespace], now: datetime, batch: int) -> dict[str, di
     else:
         drops = partitions.plan_drops(connection, cuts, TARGETS)
     results = {}
+    kept: dict[str, _Kept] = {}
     for ns in namespaces:
         archive, manifest = archives[ns.name], manifests[ns.name]
         if opened or drops:
+            kept[ns.name] = _Kept()
             results[ns.name] = _archive_kept(ns.name, cuts[ns.name], archive, manifest, batch,
-                                             drops)  # fmt: skip
+                                             drops, kept[ns.name])  # fmt: skip
         else:
             results[ns.name] = _archive_deleted(ns.name, cuts[ns.name], archive, manifest, batch)
     if opened or drops:
-        dropped = _finish(archives, manifests, drops)
+        dropped = _finish(archives, manifests, drops, kept)
         for name, manifest in manifests.items():
             manifest["open"] = None
             results[name]["partitions_dropped"] = dropped
@@ -126,7 +128,7 @@ def _archive_deleted(
     result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if manifest["batches"]:  # a pass killed between its manifest and its delete: finish it
         last = manifest["batches"][-1]
-        _apply(last, chains_of(archive, last), seqs_of(archive, last))
+        _apply(last, chains_of(archive, last), _rows_of(archive, last, [], inside=False))
     while True:
         ops = _select(namespace, cut, batch)
         if not ops:
@@ -134,7 +136,7 @@ def _archive_deleted(
         entry, chains = _write_batch(archive, manifest, ops, cut)
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
-        _apply(entry, chains, [op[0] for op in ops])
+        _apply(entry, chains, [(iso(op[2]), op[0]) for op in ops])
         result["batches"] += 1
         result["operations"] += len(ops)
         result["sessions"] += len(entry["sessions"])
@@ -145,34 +147,56 @@ def _open_batches(manifest: dict) -> list[dict]:
     return manifest["batches"][manifest["open"]["first_batch"] - 1 :]
 
 
+class _Kept:
+    """What ``_archive_kept`` archived in this pass, for ``_finish``: each chain's checkpoint
+    at its last batch (``latest``, as in the batches' chain files) and the ``(ts, seq)`` of the
+    operations outside every partition planned to be dropped (``outside``: the rows to delete
+    when the drops go ahead; ts as ISO text, as in the batches' Parquet files). A rerun after a
+    kill reads the open batches' files back into it; otherwise it is kept in memory, not read
+    again."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, dict] = {}
+        self.folds: dict[str, _LiveFold] = {}
+        self.outside: list[tuple[str, int]] = []
+
+
 def _archive_kept(
-    namespace: str, cut: datetime, archive: Archive, manifest: dict, batch: int, drops: list
+    namespace: str,
+    cut: datetime,
+    archive: Archive,
+    manifest: dict,
+    batch: int,
+    drops: list,
+    kept: _Kept,
 ) -> dict:
     """Batch by batch, files and manifest only: the rows stay in the database until
-    ``_finish``. A cursor on ``seq`` and the sessions already archived in this pass keep a row
-    from being archived twice; the manifest's ``open`` entry holds them, so a rerun after a kill
-    continues where the pass stopped."""
+    ``_finish``. A ``(ts, seq)`` cursor and the sessions already archived in this pass keep a
+    row from being archived twice; the manifest's ``open`` entry holds them, so a rerun after a
+    kill continues where the pass stopped."""
     result = {"batches": 0, "operations": 0, "sessions": 0, "cut": iso(cut)}
     if not manifest.get("open"):
         manifest["open"] = {
-            "cursor": 0, "first_batch": len(manifest["batches"]) + 1,
+            "cursor": 0, "after": None, "first_batch": len(manifest["batches"]) + 1,
             "drops": [p.name for p in drops],
         }  # fmt: skip
     state = manifest["open"]
     done_sessions: set[str] = set()
-    latest: dict[str, dict] = {}  # each chain's checkpoint so far in this pass
+    latest = kept.latest  # each chain's checkpoint so far in this pass
     for entry in _open_batches(manifest):
         done_sessions.update(entry["sessions"])
         latest.update(chains_of(archive, entry))
+        kept.outside += _rows_of(archive, entry, drops, inside=False)
+    ranges = partitions.scan_ranges(connection, cut)
     while True:
-        ops, cursor = _select_after(namespace, cut, batch, state["cursor"], done_sessions)
-        if cursor is None:
+        ops, after = _select_after(namespace, batch, state, done_sessions, ranges)
+        if after is None:
             break
-        state["cursor"] = cursor
+        state["after"] = after
         if not ops:
             continue
-        entry, chains = _write_batch(archive, manifest, ops, cut, latest)
-        entry["kept"] = _kept_counts(ops, namespace, drops)
+        entry, chains = _write_batch(archive, manifest, ops, cut, latest, kept.folds)
+        entry["kept"] = _kept_counts(ops, namespace, drops, kept.outside)
         manifest["batches"].append(entry)
         archive.write_manifest(manifest)
         done_sessions.update(entry["sessions"])
@@ -184,73 +208,109 @@ def _archive_kept(
     return result
 
 
-def _kept_counts(ops: list[tuple], namespace: str, drops: list) -> dict[str, int]:
+def _kept_counts(
+    ops: list[tuple], namespace: str, drops: list, outside: list[tuple[str, int]]
+) -> dict[str, int]:
     """The batch's operations of ``namespace``'s chains per partition to drop (checked against
-    the partition's rows before it is dropped)."""
+    the partition's rows before it is dropped); the ``(ts, seq)`` of its operations outside
+    every partition to drop are added to ``outside``."""
     counts: dict[str, int] = defaultdict(int)
     for op in ops:
-        if op[6] != namespace:
-            continue
         for part in drops:
             if part.lo <= op[2] < part.hi:
-                counts[part.name] += 1
+                if op[6] == namespace:
+                    counts[part.name] += 1
                 break
+        else:
+            outside.append((op[len(OP_COLUMNS)], op[0]))  # ts as the archive has it
     return dict(counts)
 
 
-#: The operation columns as ``_select_after`` reads them: ids as text, JSON as its text (parsed
-#: in one call per batch, not one per row by the driver).
-def _raw_column(c: str) -> str:
-    if c in ("id", "target_id", "payload", "state"):
-        return f"{c}::text"
-    if c in ("prev_hash", "hash"):
-        return f"encode({c}, 'hex')"  # stored as bytea on PostgreSQL (rms.store.fields)
-    return c
-
-
-_RAW_COLUMNS = ", ".join(
-    [_raw_column(c) for c in OP_COLUMNS]
-    # and, after them, ``ts`` as ``rms.replay.iso`` writes it and the payload's text
-    + ["""to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""", "payload::text"]
-)
-
-
-def _raw_ops(where: str, params: list) -> list[tuple]:
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT {_RAW_COLUMNS} FROM rms_operation WHERE {where}", params)
-        rows = cur.fetchall()
-    if not rows:
-        return []
-    # The payloads parsed (the fold reads them). The archive stores the payload and the state as
-    # the database's JSON text (readers parse it: the same value, the same hash) and ``ts`` as
-    # the database formatted it: the rows' extra columns (``_op_columns``).
-    payloads = json.loads("[" + ",".join(r[10] for r in rows) + "]")
-    return [(*r[:10], payload, *r[11:]) for r, payload in zip(rows, payloads, strict=True)]
+def _rows_of(archive: Archive, entry: dict, parts: list, *, inside: bool) -> list[tuple[str, int]]:
+    """The ``(ts, seq)`` of a batch's operations inside (or outside) ``parts``, from its
+    Parquet file."""
+    bounds = [(iso(p.lo), iso(p.hi)) for p in parts]
+    table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
+    return [
+        (ts, seq)
+        for seq, ts in zip(table["seq"], table["ts"], strict=True)
+        # ISO 8601 UTC to the microsecond, both: compared as text
+        if any(lo <= ts < hi for lo, hi in bounds) == inside
+    ]
 
 
 def _select_after(
-    namespace: str, cut: datetime, batch: int, cursor: int, done_sessions: set[str]
-) -> tuple[list[tuple], int | None]:
-    """The next ``batch`` operations before ``cut`` after ``cursor`` (seq order), without the
+    namespace: str, batch: int, state: dict, done_sessions: set[str], ranges: list
+) -> tuple[list[tuple], list | None]:
+    """The next ``batch`` operations before the cut after the pass's cursor, without the
     session chains archived already in this pass, completed with the rest of each new session
-    chain; and the new cursor (None: nothing left)."""
-    rows = _raw_ops(
-        "namespace = %s AND target_type = ANY(%s) AND ts < %s AND seq > %s ORDER BY seq LIMIT %s",
-        [namespace, list(TARGETS), cut, cursor, batch],
-    )
+    chain; and the new cursor (None: nothing left).
+
+    The cursor is ``state["after"]``, the ``(ts, seq)`` of the last operation read: rows are
+    read in ``(ts, seq)`` order, a chain's own order (ts never goes back on a chain), so each
+    batch continues every chain where the last one stopped. They are read range by range of
+    ``ranges`` (``partitions.scan_ranges``: one partition each), so a batch reads the day it is
+    in, not every partition before the cut. ``state["cursor"]`` is a ``seq`` below which
+    everything is archived already: a pass opened by a version that read in ``seq`` order."""
+    after = state.get("after")
+    after = (datetime.fromisoformat(after[0]), after[1]) if after else None
+    rows: list[tuple] = []
+    for lo, hi in ranges:
+        if after is not None and hi <= after[0]:
+            continue
+        rows += pgcopy.operations_in_range(
+            Operation, OP_COLUMNS, namespace=namespace, target_types=list(TARGETS), lo=lo,
+            hi=hi, after=after, floor=state["cursor"], limit=batch - len(rows),
+        )  # fmt: skip
+        if len(rows) >= batch:
+            break
     if not rows:
         return [], None
     ops = [op for op in rows if not (op[4] == oplog.TARGET_SESSION and op[5] in done_sessions)]
-    sessions = sorted({op[5] for op in ops if op[4] == oplog.TARGET_SESSION})
-    if sessions:
+    partial = _partial_sessions(ops)
+    if partial:
         seen = {op[0] for op in ops}
-        more = _raw_ops("target_id = ANY(%s::uuid[])", [sessions])
+        more = pgcopy.operations_of(Operation, OP_COLUMNS, partial)
         ops.extend(op for op in more if op[0] not in seen)
-        ops.sort(key=lambda op: op[0])
-    return ops, rows[-1][0]
+    ops.sort(key=lambda op: op[0])
+    last = rows[-1]
+    return ops, [last[len(OP_COLUMNS)], last[0]]  # ts as the database wrote it, seq
 
 
-def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: list) -> int:
+def _partial_sessions(ops: list[tuple]) -> list[str]:
+    """The sessions of ``ops`` whose chain they do not hold whole: all but those whose
+    operations there link from the genesis hash to the session's ``head_hash`` (``ops`` in
+    ``(ts, seq)`` order, a chain's order). Only these are read again (a session goes whole);
+    read in ``(ts, seq)`` order, most sessions lie in one batch."""
+    chains: dict[str, list[tuple]] = defaultdict(list)
+    for op in ops:
+        if op[4] == oplog.TARGET_SESSION:
+            chains[op[5]].append(op)
+    if not chains:
+        return []
+    heads = {
+        str(pk): head
+        for pk, head in FeedbackSession.objects.filter(id__in=list(chains)).values_list(
+            "id", "head_hash"
+        )
+    }
+    partial = []
+    for sid, chain in chains.items():
+        prev = GENESIS_HASH
+        for op in chain:
+            if op[13] != prev:
+                break
+            prev = op[14]
+        else:
+            if prev == heads.get(sid):
+                continue
+        partial.append(sid)
+    return sorted(partial)
+
+
+def _finish(
+    archives: dict[str, Archive], manifests: dict[str, dict], drops: list, kept: dict[str, _Kept]
+) -> int:
     """One transaction for the pass's open batches of every namespace: each chain's last
     checkpoint stored, the archived rows deleted except those of partitions whose rows are all
     archived — checked by count per namespace — which are detached and dropped instead (rows of
@@ -272,24 +332,18 @@ def _finish(archives: dict[str, Archive], manifests: dict[str, dict], drops: lis
             }
             if all(present.get(n, 0) == archived.get(n, 0) for n in names):
                 ready.append(part)
-        bounds = [(iso(p.lo), iso(p.hi)) for p in ready]
+        # a planned partition kept (a row committed late): its archived rows deleted instead
+        held = [p for p in drops if p.name in live and p not in ready]
         for name, manifest in manifests.items():
             if not manifest.get("open"):
                 continue
-            archive = archives[name]
-            chains: dict[str, dict] = {}
-            seqs: list[int] = []
-            sessions: list[str] = []
-            for entry in _open_batches(manifest):
-                chains.update(chains_of(archive, entry))
-                sessions.extend(entry["sessions"])
-                table = archive.read_columns(entry["files"]["operations"]["name"], ["seq", "ts"])
-                for seq, ts in zip(table["seq"], table["ts"], strict=True):
-                    # ISO 8601 UTC to the microsecond, both: compared as text
-                    if not any(lo <= ts < hi for lo, hi in bounds):
-                        seqs.append(seq)
-            _store_checkpoints(name, chains)
-            _delete(seqs, sessions)
+            sessions = [s for entry in _open_batches(manifest) for s in entry["sessions"]]
+            rows = list(kept[name].outside)
+            if held:
+                for entry in _open_batches(manifest):
+                    rows += _rows_of(archives[name], entry, held, inside=True)
+            _store_checkpoints(name, kept[name].latest)
+            _delete(rows, sessions)
         for part in ready:
             partitions.drop(connection, part, names, TARGETS)
     return len(ready)
@@ -316,9 +370,19 @@ def _store_checkpoints(namespace: str, chains: dict) -> None:
     ChainCheckpoint.objects.bulk_create(new, batch_size=1000)
 
 
-def _delete(seqs: list[int], sessions: list[str]) -> None:
-    for start in range(0, len(seqs), DELETE_CHUNK):
-        Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete("default")
+def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
+    """Delete the operations ``rows`` (``(ts, seq)``, ts as ISO text) and the event rows of
+    ``sessions``. Each chunk of operations is bounded by its ``ts`` range too: on the
+    partitioned log a ``seq`` alone probes every partition's key, the range only those that
+    can hold the chunk (rows in ``(ts, seq)`` order lie in one or two)."""
+    rows = sorted(rows)
+    for start in range(0, len(rows), DELETE_CHUNK):
+        chunk = rows[start : start + DELETE_CHUNK]
+        Operation.objects.filter(
+            seq__in=[seq for _, seq in chunk],
+            ts__gte=datetime.fromisoformat(chunk[0][0]),
+            ts__lte=datetime.fromisoformat(chunk[-1][0]),
+        )._raw_delete("default")
     for start in range(0, len(sessions), DELETE_CHUNK):
         _delete_sessions(sessions[start : start + DELETE_CHUNK])
 
@@ -351,7 +415,7 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
     """The Parquet columns of a batch's operations, built column by column."""
     columns = list(zip(*ops, strict=True))
     cols = {name: list(values) for name, values in zip(OP_COLUMNS, columns, strict=False)}
-    if len(columns) > len(OP_COLUMNS):  # read by ``_raw_ops``: text already
+    if len(columns) > len(OP_COLUMNS):  # read by ``pgcopy``: ts and payload as text too
         cols["ts"], cols["payload"] = list(columns[-2]), list(columns[-1])
     else:
         cols["ts"] = [iso(v) for v in cols["ts"]]
@@ -363,10 +427,10 @@ def _op_columns(ops: list[tuple]) -> dict[str, list]:
 
 
 def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
-    """The rows' columns by their database names (a session's ``stored_record`` is ``record``,
-    as in archives written before it was renamed)."""
+    """The rows' columns, each named by its database column (a session's ``stored_record`` is
+    ``record``, as in archives written before it was renamed; ``model_rows`` names them so)."""
     meta = qs.model._meta
-    names = [meta.get_field(f).column if f in _RENAMED else f for f in fields]
+    names = [meta.get_field(f).column for f in fields]
     cols: dict[str, list] = {n: [] for n in names}
     for row in qs.values_list(*fields):
         for f, value in zip(names, row, strict=True):
@@ -378,9 +442,6 @@ def _rows_columns(qs, fields: list[str]) -> dict[str, list]:
                 value = canonical_json(value)
             cols[f].append(value)
     return cols
-
-
-_RENAMED = frozenset({"stored_record"})
 
 
 #: The column each event table's rows of a batch's sessions are found by.
@@ -408,19 +469,24 @@ def _fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields]
 
 
-def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dict[str, dict]:
+def _chains(
+    ops: list[tuple], namespace: str, latest: dict | None = None, folds: dict | None = None
+) -> dict[str, dict]:
     """Each chain's part of the batch: first and last seq, the hash before and after it, and
     for an object the replay fold at its end (continued from its earlier checkpoint: the
-    database's, or ``latest``'s — this pass's batches not stored yet)."""
+    database's, or ``latest``'s — this pass's batches not stored yet; ``folds`` holds the
+    live folds of ``latest``'s, continued in place rather than rebuilt from their JSON)."""
+    latest = latest or {}
     by_target: dict = defaultdict(list)
     for op in ops:
         by_target[str(op[5])].append(op)
+    stored = [tid for tid in by_target if tid not in latest]
     earlier: dict = {
         str(cp.target_id): _Earlier(cp.fold, cp.operations)
-        for cp in ChainCheckpoint.objects.filter(target_id__in=by_target)
-    }
+        for cp in ChainCheckpoint.objects.filter(target_id__in=stored)
+    } if stored else {}  # fmt: skip
     for tid in by_target:
-        c = (latest or {}).get(tid)
+        c = latest.get(tid)
         if c is not None:
             earlier[tid] = _Earlier(c["fold"], c["operations"])
     chains = {}
@@ -433,7 +499,7 @@ def _chains(ops: list[tuple], namespace: str, latest: dict | None = None) -> dic
             "operations": len(rows) + (cp.operations if cp else 0), "fold": None,
         }  # fmt: skip
         if last[4] == oplog.TARGET_OBJECT:
-            entry["fold"] = _fold(rows, cp.fold if cp else None)
+            entry["fold"] = _fold(rows, cp.fold if cp else None, folds, target_id)
         chains[str(target_id)] = entry
     return chains
 
@@ -447,9 +513,24 @@ class _Earlier:
         self.fold, self.operations = fold, operations
 
 
-def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
-    fold = replay.fold_from_json(seed)
-    state_op = (seed or {}).get("state_op")
+class _LiveFold:
+    """A chain's fold as replay holds it, and the last operation that stored a state."""
+
+    __slots__ = ("fold", "state_op")
+
+    def __init__(self, fold: replay.Fold, state_op: dict | None) -> None:
+        self.fold, self.state_op = fold, state_op
+
+
+def _fold(
+    rows: list[tuple], seed: dict | None, folds: dict | None = None, target_id: str = ""
+) -> dict | None:
+    """The fold after ``rows``, continued from ``seed`` (its JSON), or from ``folds``'s live
+    fold of ``target_id`` (the same fold, kept from the chain's last batch), which it updates."""
+    live = (folds or {}).pop(target_id, None)
+    if live is None:
+        live = _LiveFold(replay.fold_from_json(seed), (seed or {}).get("state_op"))
+    fold, state_op = live.fold, live.state_op
     try:
         for op in rows:
             replay.step(fold, replay.OpRecord(op[0], op[3], op[2], op[7], op[8], op[9], op[10]))
@@ -457,6 +538,9 @@ def _fold(rows: list[tuple], seed: dict | None) -> dict | None:
                 state_op = {"seq": op[0], "id": str(op[1]), "op_type": op[3], "ts": iso(op[2])}
     except Exception:  # a broken log: no fold stored; verify_replay reports the object
         return None
+    if folds is not None:
+        live.state_op = state_op
+        folds[target_id] = live
     # the last operation that stored a state: what ``state?as_of`` after the cut names
     return {**replay.fold_to_json(fold), "state_op": state_op}
 
@@ -466,13 +550,13 @@ def chains_of(archive: Archive, entry: dict) -> dict:
     return json.loads(archive.read_bytes(entry["chains_file"]["name"]))
 
 
-def seqs_of(archive: Archive, entry: dict) -> list[int]:
-    """The ``seq`` of every operation of a batch, from its Parquet file."""
-    return archive.read_column(entry["files"]["operations"]["name"], "seq")
-
-
 def _write_batch(
-    archive: Archive, manifest: dict, ops: list[tuple], cut: datetime, latest: dict | None = None
+    archive: Archive,
+    manifest: dict,
+    ops: list[tuple],
+    cut: datetime,
+    latest: dict | None = None,
+    folds: dict | None = None,
 ) -> tuple[dict, dict]:
     number = len(manifest["batches"]) + 1
     prefix = f"{number:06d}"
@@ -495,7 +579,7 @@ def _write_batch(
             files[name] = archive.write_table(f"{prefix}-{name}.parquet", cols)
     for name, meta in files.items():
         meta["name"] = f"{prefix}-{name}.parquet"
-    chains = _chains(ops, archive.namespace, latest)
+    chains = _chains(ops, archive.namespace, latest, folds)
     data = json.dumps(chains, sort_keys=True).encode()
     chains_file = {"name": f"{prefix}-chains.json", "bytes": len(data), "rows": len(chains),
                    "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
@@ -512,9 +596,10 @@ def _write_batch(
     return entry, chains
 
 
-def _apply(entry: dict, chains: dict, seqs: list[int]) -> None:
-    """Store the batch's checkpoints and delete its rows (``seqs``: its operations), in one
-    transaction. Idempotent: rows already gone delete nothing, a checkpoint never moves back."""
+def _apply(entry: dict, chains: dict, rows: list[tuple[str, int]]) -> None:
+    """Store the batch's checkpoints and delete its rows (``rows``: its operations' ``(ts,
+    seq)``), in one transaction. Idempotent: rows already gone delete nothing, a checkpoint
+    never moves back."""
     objects = {tid: c for tid, c in chains.items() if c["type"] == oplog.TARGET_OBJECT}
     with transaction.atomic():
         live = {
@@ -535,10 +620,4 @@ def _apply(entry: dict, chains: dict, seqs: list[int]) -> None:
             else:
                 new.append(cp)
         ChainCheckpoint.objects.bulk_create(new)
-        for start in range(0, len(seqs), DELETE_CHUNK):
-            Operation.objects.filter(seq__in=seqs[start : start + DELETE_CHUNK])._raw_delete(
-                "default"
-            )
-        sessions = entry["sessions"]
-        for start in range(0, len(sessions), DELETE_CHUNK):
-            _delete_sessions(sessions[start : start + DELETE_CHUNK])
+        _delete(rows, entry["sessions"])

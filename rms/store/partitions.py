@@ -313,6 +313,25 @@ def plan_drops(connection, cuts: dict[str, datetime], targets: tuple[str, ...]) 
     return out
 
 
+def scan_ranges(connection, until: datetime) -> list[tuple[datetime | None, datetime]]:
+    """``[lo, hi)`` ranges of ``ts`` covering everything before ``until``, oldest first, each
+    held by one partition: a day partition's, or a gap between them (``lo`` None: before the
+    first), whose rows only the default partition can hold. Read range by range, a pass over the
+    old log reads each partition once instead of all of them for every batch."""
+    out: list[tuple[datetime | None, datetime]] = []
+    edge: datetime | None = None
+    for part in partitions(connection):
+        if part.lo >= until:
+            break
+        if edge is None or part.lo > edge:
+            out.append((edge, part.lo))
+        out.append((part.lo, min(part.hi, until)))
+        edge = part.hi
+    if edge is None or edge < until:
+        out.append((edge, until))
+    return out
+
+
 def archivable_counts(connection, part: Partition, namespaces, targets) -> dict[str, int]:
     with connection.cursor() as cur:
         cur.execute(

@@ -1,14 +1,20 @@
-"""Rows of a table streamed with PostgreSQL's COPY into a pyarrow table (no Python per row).
+"""The retention pass's reads of rows to archive (PostgreSQL only).
 
-The retention pass archives the event rows of a batch's sessions this way: ``COPY (SELECT …) TO
-STDOUT`` as CSV, read by pyarrow's CSV reader with each column's type taken from the model's
-field (integers, floats, booleans; everything else text), timestamps formatted by the database as
-``rms.replay.iso`` writes them (UTC, ISO 8601 to the microsecond). PostgreSQL only.
+``model_rows``: rows of a table streamed with PostgreSQL's COPY into a pyarrow table (no Python
+per row). The retention pass archives the event rows of a batch's sessions this way: ``COPY
+(SELECT …) TO STDOUT`` as CSV, read by pyarrow's CSV reader with each column's type taken from
+the model's field (integers, floats, booleans; everything else text), timestamps formatted by the
+database as ``rms.replay.iso`` writes them (UTC, ISO 8601 to the microsecond).
+
+``operations_in_range`` and ``operations_of``: operation rows as tuples for the fold and the
+archive, with the database doing the text work (``_operation_column``).
 """
 
 from __future__ import annotations
 
 import io
+import json
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -22,6 +28,94 @@ _TYPES = {
     "BooleanField": pa.bool_(),
 }  # fmt: skip
 _ISO = """'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'"""
+
+
+def _operation_column(model, name: str, alias: str) -> str:
+    """One operation column as ``_operation_rows`` reads it: uuids and JSON as their text (the
+    JSON parsed in one call per read, not one per row by the driver), hashes (``bytea``,
+    ``rms.store.fields``) as hex, timestamps formatted as ``rms.replay.iso`` writes them."""
+    f = model._meta.get_field(name)
+    col = f'{alias}."{f.column}"'
+    kind = f.get_internal_type()
+    if kind in ("UUIDField", "JSONField"):
+        return f"{col}::text"
+    if f.db_type(connection) == "bytea":  # a HashField
+        return f"encode({col}, 'hex')"
+    if kind == "DateTimeField":
+        return f"to_char({col} AT TIME ZONE 'UTC', {_ISO})"
+    return col
+
+
+def _operation_rows(
+    model, columns: tuple[str, ...], rest: str, params: list, *, by_ts: bool = False
+) -> list[tuple]:
+    """``columns`` of the operations ``o`` of ``FROM table o {rest}``, each row a tuple in
+    ``columns``' order with ``ts`` a datetime and ``payload`` parsed, followed by two more
+    values: ``ts`` and ``payload`` as the database's text (what the archive stores: readers
+    parse the JSON, so the value and the recomputed hash are those of the canonical text)."""
+    select = ", ".join(_operation_column(model, c, "o") for c in columns)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {select} FROM {model._meta.db_table} o {rest}", params)
+        rows = cur.fetchall()
+    if not rows:
+        return []
+    ts_at, payload_at = columns.index("ts"), columns.index("payload")
+    if by_ts:  # in (ts, seq) order: ISO text of one format sorts as its time
+        seq_at = columns.index("seq")
+        rows.sort(key=lambda r: (r[ts_at], r[seq_at]))
+    payloads = json.loads("[" + ",".join(r[payload_at] for r in rows) + "]")
+    parse = datetime.fromisoformat
+    out = []
+    for r, payload in zip(rows, payloads, strict=True):
+        row = list(r)
+        row[ts_at], row[payload_at] = parse(r[ts_at]), payload
+        row += (r[ts_at], r[payload_at])
+        out.append(tuple(row))
+    return out
+
+
+def operations_in_range(
+    model,
+    columns: tuple[str, ...],
+    *,
+    namespace: str,
+    target_types: list[str],
+    lo: datetime | None,
+    hi: datetime,
+    after: tuple[datetime, int] | None,
+    floor: int,
+    limit: int,
+) -> list[tuple]:
+    """At most ``limit`` operations of ``namespace``'s chains of ``target_types`` with ``lo <=
+    ts < hi``, ``(ts, seq)`` after ``after`` and ``seq`` above ``floor``, in ``(ts, seq)`` order
+    (rows as ``_operation_rows``). The range's bounds are literals, so the planner reads only
+    the partitions (one day, or the default) that can hold them. The keys are sorted and cut
+    first, then only those rows are read and turned into text (sorting whole rows spilled to
+    disk and formatted every row of the range for each batch)."""
+    bounds, params = ["ts < %s"], [hi]
+    if lo is not None:
+        bounds.append("ts >= %s")
+        params.append(lo)
+    if after is not None:
+        bounds.append("ts >= %s")
+        params.append(after[0])
+    where = ["namespace = %s", "target_type = ANY(%s)", "seq > %s", *bounds]
+    keys_params = [namespace, list(target_types), floor, *params]
+    if after is not None:
+        where.append("(ts, seq) > (%s, %s)")
+        keys_params += [after[0], after[1]]
+    keys = f"SELECT seq, ts FROM {model._meta.db_table} WHERE {' AND '.join(where)}"
+    outer = " AND ".join(f"o.{b}" for b in bounds)
+    rest = (
+        f"JOIN ({keys} ORDER BY ts, seq LIMIT %s) k ON o.seq = k.seq AND o.ts = k.ts "
+        f"WHERE {outer}"
+    )  # ordered here, not by the database (a sort of whole rows can spill to disk)
+    return _operation_rows(model, columns, rest, [*keys_params, limit, *params], by_ts=True)
+
+
+def operations_of(model, columns: tuple[str, ...], target_ids: list[str]) -> list[tuple]:
+    """Every operation of the chains ``target_ids`` (rows as ``_operation_rows``)."""
+    return _operation_rows(model, columns, "WHERE o.target_id = ANY(%s::uuid[])", [target_ids])
 
 
 def model_rows(model, column: str, values: list) -> pa.Table:

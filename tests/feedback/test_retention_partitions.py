@@ -22,7 +22,7 @@ from feedback.models import FeedbackSession
 from rms import verification
 from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, Namespace, Operation
-from rms.store import partitions
+from rms.store import partitions, pgcopy
 from tests.factories import T0, hourly_sessions
 from tests.servers import subprocess_database_url
 
@@ -190,7 +190,7 @@ KILLER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("where", ["archiving", "finishing"])
+@pytest.mark.parametrize("where", ["archiving", "finishing", "archiving-by-seq"])
 @pytest.mark.django_db(transaction=True)
 def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where):
     try:
@@ -206,7 +206,7 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where)
             "RMS_VAR_DIR": str(settings.VAR_DIR),
         }
         proc = subprocess.run(
-            [sys.executable, "-c", KILLER, NOW.isoformat(), where],
+            [sys.executable, "-c", KILLER, NOW.isoformat(), where.removesuffix("-by-seq")],
             env=env, cwd=ROOT, capture_output=True,
         )  # fmt: skip
         assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
@@ -214,6 +214,13 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where)
         assert Operation.objects.count() == total
         assert DAY0 in {p.name for p in partitions.partitions(connection)}
         assert chain_ok()["ok"]
+        if where == "archiving-by-seq":  # as the version that read in seq order left it
+            archive = retention.archive_for("support")
+            manifest = archive.manifest()
+            state = manifest["open"]
+            # this log's seq order is its (ts, seq) order: the same rows are behind both cursors
+            state["cursor"], state["after"] = state.pop("after")[1], None
+            archive.write_manifest(manifest)
 
         result = retention.run_namespace(Namespace.objects.get(name="support"), NOW, batch=200)
 
@@ -227,3 +234,56 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where)
         assert not FeedbackSession.objects.filter(ts__lt=CUT).exists()
     finally:
         unpartition()
+
+
+def test_the_old_log_is_read_range_by_range_one_partition_each(client_api):
+    day_partitions()
+    with connection.cursor() as cur:  # a day missing between two: its rows, the default's
+        cur.execute(f"DROP TABLE {partitions.partition_name((T0 + timedelta(days=1)).date())}")
+    day = timedelta(days=1)
+
+    ranges = partitions.scan_ranges(connection, T0 + timedelta(days=2, hours=6))
+
+    assert ranges == [
+        (None, T0 - day), (T0 - day, T0), (T0, T0 + day), (T0 + day, T0 + 2 * day),
+        (T0 + 2 * day, T0 + timedelta(days=2, hours=6)),
+    ]  # fmt: skip
+    assert partitions.scan_ranges(connection, T0 - 2 * day) == [(None, T0 - 2 * day)]
+
+
+def test_only_the_sessions_a_batch_does_not_hold_whole_are_read_again(client_api):
+    build(client_api, sessions=2)
+    sid = str(FeedbackSession.objects.order_by("ts").values_list("id", flat=True)[0])
+    chain = pgcopy.operations_of(Operation, retention.OP_COLUMNS, [sid])
+    assert chain and all(op[5] == sid for op in chain)
+
+    assert retention._partial_sessions(chain) == []
+    # read from the middle (its start read by another batch, or archived): read again
+    assert retention._partial_sessions([(*op[:13], "e" * 64, *op[14:]) for op in chain]) == [sid]
+    # the session's head moved on (an operation after those read): read again
+    FeedbackSession.objects.filter(id=sid).update(head_hash="f" * 64)
+    assert retention._partial_sessions(chain) == [sid]
+
+
+def test_a_planned_partition_found_with_more_rows_is_kept_and_its_archived_rows_deleted(
+    client_api, archive_dir, monkeypatch
+):
+    day_partitions()
+    build(client_api, sessions=40)
+    total = Operation.objects.count()
+    retain(1)
+    counts = partitions.archivable_counts
+    # as if a row had been committed into the partition behind the pass's cursor
+    monkeypatch.setattr(
+        partitions, "archivable_counts",
+        lambda *a: {n: c + 1 for n, c in counts(*a).items()},
+    )  # fmt: skip
+
+    result = retention.run_namespace(Namespace.objects.get(name="support"), NOW, batch=200)
+
+    assert result["partitions_dropped"] == 0 and result["operations"] > 0
+    assert DAY0 in {p.name for p in partitions.partitions(connection)}
+    assert Operation.objects.count() == total - result["operations"]
+    assert not Operation.objects.filter(ts__lt=CUT, target_type__in=retention.TARGETS).exists()
+    assert chain_ok()["ok"]
+    assert verify_archive("support")["ok"]
