@@ -4,8 +4,9 @@ Builds (or reuses, with ``--reuse``) the scratch PostgreSQL database ``rms_bench
 127.0.0.1:5432, fills it with ``COPY`` — objects, 100k feedback sessions of 10 injections each,
 their operations (INJECTION_EVENT, FEEDBACK_EVENT, REINFORCE / PENALTY, FEEDBACK_SESSION),
 signal records, aggregates, 30 days of metric snapshots every 10 minutes, relationships with
-evidence and simulation runs — then renders each page in-process with Django's test Client as
-a logged-in admin and prints the figures.
+evidence and simulation runs — then runs the retrieval and window rollups as beat would, and
+renders each page in-process with Django's test Client as a logged-in admin and prints the
+figures.
 
 The rows follow the shapes the services write (states beside state-changing operations,
 aggregates consistent with the injections and signals) but not the policy's exact arithmetic
@@ -704,6 +705,13 @@ def main() -> None:
     t0 = time.perf_counter()
     rolled = retrieval_rollup.rollup_all(timezone.now())["rows"]
     print(f"# retrieval rollup: {rolled} day rows in {time.perf_counter() - t0:.1f} s")
+    from feedback import window_rollup
+
+    # The hourly metric sums, as beat's `window-rollup` keeps them (idempotent as well); the
+    # overview's windowed metrics read them.
+    t0 = time.perf_counter()
+    rolled = window_rollup.rollup_all(timezone.now())["rows"]
+    print(f"# window rollup: {rolled} hour rows in {time.perf_counter() - t0:.1f} s")
 
     with connection.cursor() as cursor:
         cursor.execute(

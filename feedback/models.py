@@ -318,3 +318,58 @@ class RetrievalRollupMark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace_id} through {self.through}"
+
+
+class WindowHour(models.Model):
+    """The metric sums (SPEC §10) of one finished UTC hour of a namespace
+    (``feedback.window_rollup``): its sessions (count, with a correction, Σ context_budget) and
+    injections (count, ended unused, and the token cost of those whose object was in
+    :class:`WasteMember` when the hour was summed or since kept in step with it)."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    sessions = models.PositiveIntegerField(default=0)
+    corrected = models.PositiveIntegerField(default=0)
+    budget = models.BigIntegerField(default=0)
+    injections = models.PositiveIntegerField(default=0)
+    unused = models.PositiveIntegerField(default=0)
+    wasted = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "hour"], name="window_hour_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} {self.hour}"
+
+
+class WasteMember(models.Model):
+    """An object the hourly rollup counts as wasteful (usage ratio below
+    ``feedback.metrics.WASTE_USAGE_RATIO`` when it last looked): :class:`WindowHour`'s
+    ``wasted`` sums the injections of exactly these objects. A read adds the difference to the
+    objects wasteful now."""
+
+    object = models.OneToOneField(
+        MemoryObject, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.object_id} wasteful"
+
+
+class WindowRollupMark(models.Model):
+    """How far the hourly rollup reaches (one row): every UTC hour before ``through`` is in
+    :class:`WindowHour` (an hour without rows has none); the last injection, session-scope and
+    signal ids its last run had seen (newer rows are read live); and ``floors``, ``{namespace id:
+    ISO hour}`` before which the retention pass deleted rows since that run (read live)."""
+
+    through = models.DateTimeField()
+    injection_id = models.BigIntegerField(default=0)
+    scope_id = models.BigIntegerField(default=0)
+    signal_id = models.BigIntegerField(default=0)
+    floors = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"window rollup through {self.through}"

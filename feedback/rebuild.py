@@ -25,7 +25,8 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models.fields.json import KT
 
-from feedback import aggregates
+from feedback import aggregates, window_rollup
+from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import FeedbackAggregate
 from rms import policy, store
 from rms.models import ChainCheckpoint, MemoryObject, Operation
@@ -186,12 +187,19 @@ def rebuild_aggregates(namespace=None, progress: Callable[[float], None] | None 
     return total
 
 
+def _wasteful(usage_ratio: float | None) -> bool:
+    return usage_ratio is not None and usage_ratio < WASTE_USAGE_RATIO
+
+
 def _write(folded: dict, ns_of: dict) -> int:
     """Store the folded aggregates; the number of rows created or changed."""
     live = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=folded)}
     new, update = [], []
+    moved = set()
     for object_id, agg in folded.items():
         row = live.get(object_id)
+        if _wasteful(None if row is None else row.usage_ratio) != _wasteful(agg.usage_ratio):
+            moved.add(ns_of.get(object_id) if row is None else row.namespace_id)
         if row is None:
             row = FeedbackAggregate(object_id=object_id, namespace_id=ns_of[object_id])
             new.append(row)
@@ -208,4 +216,7 @@ def _write(folded: dict, ns_of: dict) -> int:
         FeedbackAggregate.objects.bulk_update(
             update[start : start + WRITE_BATCH], [*aggregates.FIELDS, "usage_ratio"]
         )
+    # An object's waste changed without an injection or a signal, which is how the hourly
+    # rollup finds them between runs: its namespace is read live until the next run.
+    window_rollup.forget_namespaces(moved)
     return len(new) + len(update)

@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from feedback import window_rollup
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from rms import oplog, replay
 from rms.archive import Archive
@@ -383,11 +384,17 @@ def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
             ts__lte=datetime.fromisoformat(chunk[-1][0]),
         )._raw_delete("default")
     for start in range(0, len(sessions), DELETE_CHUNK):
-        part = sessions[start : start + DELETE_CHUNK]
-        SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
-        InjectionEvent.objects.filter(session_id__in=part)._raw_delete("default")
-        SessionNamespace.objects.filter(session_id__in=part)._raw_delete("default")
-        FeedbackSession.objects.filter(id__in=part)._raw_delete("default")
+        _delete_sessions(sessions[start : start + DELETE_CHUNK])
+
+
+def _delete_sessions(part: list[str]) -> None:
+    """Delete sessions with their rows; the hourly rollup's hours that held them are read live
+    until its next run (``feedback.window_rollup.forget_sessions``, same transaction)."""
+    window_rollup.forget_sessions(part)
+    SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
+    InjectionEvent.objects.filter(session_id__in=part)._raw_delete("default")
+    SessionNamespace.objects.filter(session_id__in=part)._raw_delete("default")
+    FeedbackSession.objects.filter(id__in=part)._raw_delete("default")
 
 
 def _select(namespace: str, cut: datetime, batch: int) -> list[tuple]:

@@ -506,6 +506,9 @@ RMS_OTLP_MAX_BYTES = _seconds("RMS_OTLP_MAX_BYTES", 16 * 1024 * 1024)
 RMS_RETENTION_EVERY = _seconds("RMS_RETENTION_EVERY", 3600)
 # The per-day retrieval rollup (feedback.retrieval_rollup) every RMS_RETRIEVAL_ROLLUP_EVERY s.
 RMS_RETRIEVAL_ROLLUP_EVERY = _seconds("RMS_RETRIEVAL_ROLLUP_EVERY", 3600)
+# The hourly metric-sums rollup (feedback.window_rollup) every RMS_WINDOW_ROLLUP_EVERY s: what a
+# cold overview computes live is the hour running and what arrived since the last run.
+RMS_WINDOW_ROLLUP_EVERY = _seconds("RMS_WINDOW_ROLLUP_EVERY", 900)
 RMS_ARCHIVE_URL = env.str("RMS_ARCHIVE_URL", default=str(VAR_DIR / "archive"))
 
 # A beat message not started within its interval is dropped (the next one does the same work),
@@ -535,6 +538,11 @@ CELERY_BEAT_SCHEDULE: dict = {
         "task": "feedback.tasks.retrieval_rollup",
         "schedule": RMS_RETRIEVAL_ROLLUP_EVERY,
         "options": {"expires": RMS_RETRIEVAL_ROLLUP_EVERY},
+    },
+    "window-rollup": {
+        "task": "feedback.tasks.window_rollup",
+        "schedule": RMS_WINDOW_ROLLUP_EVERY,
+        "options": {"expires": RMS_WINDOW_ROLLUP_EVERY},
     },
     "task-reconcile": {
         "task": "feedback.tasks.reconcile_task_runs",

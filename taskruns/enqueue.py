@@ -30,6 +30,7 @@ SWEEP_ALL = "feedback.tasks.sweep_all"
 SNAPSHOT_METRICS = "feedback.tasks.snapshot_metrics"
 RETENTION_PASS = "feedback.tasks.retention_pass"
 RETRIEVAL_ROLLUP = "feedback.tasks.retrieval_rollup"
+WINDOW_ROLLUP = "feedback.tasks.window_rollup"
 RECONCILE_TASK_RUNS = "feedback.tasks.reconcile_task_runs"
 COMPUTE_SUPPRESSED = "dashboard.tasks.compute_suppressed"
 

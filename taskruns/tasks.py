@@ -267,6 +267,17 @@ def retrieval_rollup() -> dict:
     return retrieval_rollup.rollup_all(timezone.now())
 
 
+@shared_task(name=enqueue.WINDOW_ROLLUP, **TASK_OPTIONS)
+def window_rollup() -> dict:
+    """Beat, every RMS_WINDOW_ROLLUP_EVERY s: ``feedback.window_rollup.rollup_all`` (the hourly
+    metric sums of the finished hours; recomputes whole hours, so idempotent)."""
+    from django.utils import timezone
+
+    from feedback import window_rollup
+
+    return window_rollup.rollup_all(timezone.now())
+
+
 @shared_task(name=enqueue.RECONCILE_TASK_RUNS, **TASK_OPTIONS)
 def reconcile_task_runs() -> dict:
     """Beat, every RMS_RECONCILE_EVERY s: ``runs.reconcile``. Returns its counts."""

@@ -167,10 +167,9 @@ def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
 
 def window_stats(namespace_ids: list[int], since: datetime | None) -> dict[int, dict]:
     """The windowed sums of SPEC §10 per namespace: sessions (count, corrected, Σ budget) and
-    injections (count, unused, wasted token cost), one grouped query each
-    (``feedback.selectors``; all-time injection sums come from the aggregates)."""
-    sessions = feedback_selectors.session_sums(namespace_ids, since)
-    injections = feedback_selectors.injection_sums(namespace_ids, since)
+    injections (count, unused, wasted token cost), the whole hours from the hourly rollup
+    (``feedback.selectors.window_sums``; all-time injection sums come from the aggregates)."""
+    sessions, injections = feedback_selectors.window_sums(namespace_ids, since)
     return {
         ns_id: {"s": sessions.get(ns_id, {}), "i": injections.get(ns_id, {})}
         for ns_id in namespace_ids

@@ -11,7 +11,16 @@ from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from feedback import aggregates, metrics, retrieval, retrieval_quality, session_view, utility
+from feedback import (
+    aggregates,
+    metrics,
+    retrieval,
+    retrieval_quality,
+    session_view,
+    utility,
+    window_rollup,
+)
+from feedback import window_sums as window_sums_module
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -82,26 +91,20 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     """{namespace id: {"n", "unused", "wasted"}} of the injections in the window, one grouped
     query for all namespaces.
 
-    Without a window the sums come from the aggregates, which count every injection of their
-    object (``total_injections``), those that ended unused (``unused_sessions``) and their token
-    cost: 100k aggregate rows instead of millions of injections. With a window the injections
-    are scanned through the (namespace, ts) covering index and "wasted" sums those whose object
-    is below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
+    Without a window the sums come from the aggregates
+    (``feedback.window_rollup.lifetime_injection_part``). With a window the injections are
+    scanned through the (namespace, ts) covering index and "wasted" sums those whose object is
+    below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
     object and aggregate). A test pins both forms to the same numbers.
     """
     wasteful = Q(usage_ratio__lt=WASTE_USAGE_RATIO)
     if since is None and until is None:
-        rows = (
-            FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids)
-            .values("namespace_id")
-            .annotate(
-                n=Sum("total_injections"),
-                unused=Sum("unused_sessions"),
-                wasted=Sum("total_token_cost", filter=wasteful),
+        return {
+            ns: {"namespace_id": ns, "n": n, "unused": unused, "wasted": wasted}
+            for ns, _, _, _, n, unused, wasted in window_rollup.lifetime_injection_part(
+                namespace_ids
             )
-            .order_by()
-        )
-        return {r["namespace_id"]: r for r in rows}
+        }
     wasteful_ids = FeedbackAggregate.objects.filter(
         wasteful, namespace_id__in=namespace_ids
     ).values("object_id")
@@ -109,6 +112,20 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
         InjectionEvent.objects.filter(namespace_id__in=namespace_ids), since, until
     )
     return store.get().injection_window_sums(injections, wasteful_ids)
+
+
+def window_sums(
+    namespace_ids: list[int], since=None, until=None
+) -> tuple[dict[int, dict], dict[int, dict]]:
+    """``session_sums`` and ``injection_sums`` of the window, with the whole hours read from
+    the hourly rollup (``feedback.window_rollup``; tests pin them to the live forms): what the
+    metrics read. Without a window the injection sums come from the aggregates."""
+    lifetime = since is None and until is None
+    sums = window_rollup.window_sums_by_namespace(namespace_ids, since, until, lifetime=lifetime)
+    return (
+        {ns: window_sums_module.session_row(ns, s) for ns, s in sums.items()},
+        {ns: window_sums_module.injection_row(ns, s) for ns, s in sums.items()},
+    )
 
 
 def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> metrics.MetricInputs:
@@ -126,7 +143,8 @@ def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> met
 
 
 def metric_inputs(namespace, since: datetime | None = None, until: datetime | None = None):
-    """The raw sums of the four metrics of one namespace: three grouped, indexed queries."""
+    """The raw sums of the four metrics of one namespace: the usage ratios, then the window's
+    sums (``window_sums``)."""
     active = FeedbackAggregate.objects.filter(namespace=namespace, total_injections__gte=1).exclude(
         object_id__in=Subquery(
             MemoryObject.objects.filter(namespace=namespace, epistemic_type=DEPRECATED).values("pk")
@@ -134,11 +152,12 @@ def metric_inputs(namespace, since: datetime | None = None, until: datetime | No
     )
     usage = active.aggregate(total=Sum("usage_ratio"), n=Count("pk"))
     ids = [namespace.pk]
+    sessions, injections = window_sums(ids, since, until)
     return inputs_from(
         usage["total"],
         usage["n"],
-        session_sums(ids, since, until).get(namespace.pk, {}),
-        injection_sums(ids, since, until).get(namespace.pk, {}),
+        sessions.get(namespace.pk, {}),
+        injections.get(namespace.pk, {}),
     )
 
 

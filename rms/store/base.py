@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models import F
 
 from rms.events import FeedRow, Position
@@ -120,6 +120,40 @@ class Store(ABC):
         ``ended_unused``, ``token_cost``, ``object_id``): how many, how many ended unused, and
         the token cost of those whose object is among ``wasteful_objects`` (a queryset of
         unique ``object_id`` values)."""
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see the database as of one moment: one transaction, or the caller's.
+        (On SQLite it is the settings' IMMEDIATE transaction: the reads queue with the writers
+        for their few milliseconds, as one writer would.)"""
+        if connection.in_atomic_block:
+            yield
+            return
+        with transaction.atomic():
+            yield
+
+    def grouped_sums(self, querysets: Sequence[models.QuerySet]) -> list[list[tuple]]:
+        """The rows of each ``values_list`` queryset (the same columns in each), in order, read
+        in one statement: the parts are small grouped reads, and a round trip costs about as
+        much as one of them."""
+        if not querysets:
+            return []
+        sqls, params = [], []
+        for n, qs in enumerate(querysets):
+            sql, p = qs.query.sql_with_params()
+            sqls.append(f"SELECT {n} AS part, * FROM ({sql}) p{n}")
+            params.extend(p)
+        found: list[list[tuple]] = [[] for _ in querysets]
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(sqls), params)
+            for row in cursor.fetchall():
+                found[row[0]].append(tuple(row[1:]))
+        return found
+
+    def settle_writers(self) -> None:
+        """Wait until every transaction that may hold ids below the ones just read has ended
+        (SQLite has one writer, whose uncommitted rows get ids above every committed one)."""
+        return
 
     # --- the change feed (``rms.changes``) ---
 

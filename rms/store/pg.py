@@ -33,9 +33,10 @@ import itertools
 import json
 import operator
 import threading
+import time
 from collections.abc import Sequence
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 
 from rms.replay import iso
 from rms.store import pgarrays, pgfeed, pgfetch
@@ -500,6 +501,26 @@ class PostgresStore(Store):
                 ns_id: {"namespace_id": ns_id, "n": n, "unused": unused, "wasted": wasted}
                 for ns_id, n, unused, wasted in cursor.fetchall()
             }
+
+    @contextlib.contextmanager
+    def snapshot(self):
+        if connection.in_atomic_block:  # a caller's transaction: its snapshot is the one
+            yield
+            return
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield
+
+    def settle_writers(self, timeout: float = 10.0) -> None:
+        if connection.in_atomic_block:  # our own transaction would be waited for
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+            (xmax,) = cursor.fetchone()
+        deadline = time.monotonic() + timeout
+        while pgfeed.horizon() < xmax and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def release_bound(self) -> int:
         return pgfeed.horizon()
