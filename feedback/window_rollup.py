@@ -84,33 +84,42 @@ def _wasteful_now(namespace_ids):
     )
 
 
+def session_sum_fields() -> dict:
+    """SPEC §10's sums of session scopes (a session counts in every namespace of its scope):
+    count, with a correction, Σ budget. COUNT(*) and COUNT(namespace_id), not COUNT(id): the id
+    is in no index, so counting it would read the table instead of the covering (namespace, ts)
+    index. The live form (``feedback.selectors.session_sums``) and the rollup both use these."""
+    return {
+        "n": Count("*"),
+        "corrected": Count("namespace", filter=Q(has_corrected=True)),
+        "budget": Sum("context_budget"),
+    }
+
+
+def _injection_sum_fields(wasteful) -> dict:
+    """SPEC §10's sums of injections: count, ended unused, Σ token cost where ``wasteful``."""
+    return {
+        "n": Count("*"),
+        "unused": Count("namespace", filter=Q(ended_unused=True)),
+        "wasted": Sum("token_cost", filter=Q(wasteful)),
+    }
+
+
 def _session_part(qs):
+    f = session_sum_fields()
     return (
         qs.values("namespace_id")
-        .annotate(
-            s=Count("*"),
-            c=Count("namespace", filter=Q(has_corrected=True)),
-            b=Sum("context_budget"),
-            i=_ZERO,
-            u=_ZERO,
-            w=_ZERO,
-        )
+        .annotate(s=f["n"], c=f["corrected"], b=f["budget"], i=_ZERO, u=_ZERO, w=_ZERO)
         .values_list("namespace_id", "s", "c", "b", "i", "u", "w")
         .order_by()
     )
 
 
 def _injection_part(qs, wasteful):
+    f = _injection_sum_fields(wasteful)
     return (
         qs.values("namespace_id")
-        .annotate(
-            s=_ZERO,
-            c=_ZERO,
-            b=_ZERO,
-            i=Count("*"),
-            u=Count("namespace", filter=Q(ended_unused=True)),
-            w=Sum("token_cost", filter=Q(wasteful)),
-        )
+        .annotate(s=_ZERO, c=_ZERO, b=_ZERO, i=f["n"], u=f["unused"], w=f["wasted"])
         .values_list("namespace_id", "s", "c", "b", "i", "u", "w")
         .order_by()
     )
@@ -264,11 +273,7 @@ def _hour_sums(namespace_ids, lo, hi, injection_id: int, scope_id: int) -> dict:
     for ns_id, h, n, corrected, budget in (
         scopes.annotate(h=hour)
         .values_list("namespace_id", "h")
-        .annotate(
-            n=Count("*"),
-            c=Count("namespace", filter=Q(has_corrected=True)),
-            b=Sum("context_budget"),
-        )
+        .annotate(**session_sum_fields())
         .order_by()
     ):
         out[(ns_id, h)] += Sums(sessions=n, corrected=corrected, budget=budget or 0)
@@ -276,11 +281,7 @@ def _hour_sums(namespace_ids, lo, hi, injection_id: int, scope_id: int) -> dict:
     for ns_id, h, n, unused, wasted in (
         injections.annotate(h=hour)
         .values_list("namespace_id", "h")
-        .annotate(
-            n=Count("*"),
-            u=Count("namespace", filter=Q(ended_unused=True)),
-            w=Sum("token_cost", filter=Q(object_id__in=members)),
-        )
+        .annotate(**_injection_sum_fields(Q(object_id__in=members)))
         .order_by()
     ):
         out[(ns_id, h)] += Sums(injections=n, unused=unused, wasted=wasted or 0)

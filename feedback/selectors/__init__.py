@@ -75,13 +75,7 @@ def session_sums(namespace_ids: list[int], since=None, until=None) -> dict[int, 
     rows = (
         _window(SessionNamespace.objects.filter(namespace_id__in=namespace_ids), since, until)
         .values("namespace_id")
-        .annotate(
-            # COUNT(*) and COUNT(namespace_id), not COUNT(id): the id is in no index, so
-            # counting it would read the table instead of the covering (namespace, ts) index.
-            n=Count("*"),
-            corrected=Count("namespace", filter=Q(has_corrected=True)),
-            budget=Sum("context_budget"),
-        )
+        .annotate(**window_rollup.session_sum_fields())
         .order_by()
     )
     return {r["namespace_id"]: r for r in rows}
