@@ -40,6 +40,18 @@ def subprocess_database_url() -> str:
     return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
 
 
+def subprocess_env(settings, **extra: str) -> dict[str, str]:
+    """The environment of a child Django process on the test database: this one's, plus the
+    database URL, the settings module and the var folder, plus ``extra``."""
+    return {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "DJANGO_SETTINGS_MODULE": "rms.settings",
+        "RMS_VAR_DIR": str(settings.VAR_DIR),
+        **extra,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from taskruns import tasks
 from taskruns.models import TaskRun
 from tests.erasure.conftest import ALICE, CONTENT, EVIDENCE, TAG, chain_result, erase, numbers
 from tests.factories import HUMAN, T0, api_object, post, session
-from tests.servers import subprocess_database_url
+from tests.servers import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -253,15 +252,12 @@ def test_sigkilled_between_the_archive_and_the_receipt_then_rerun(
     archive_pass()
     body = {"subject": {"kind": "actor", "id": ALICE}, "namespace": "support", "reason": "x"}
     erasure_id = admin_api.post("/api/v1/erasures", body, format="json").json()["id"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "DJANGO_SETTINGS_MODULE": "rms.settings",
-        "RMS_ARCHIVE_URL": settings.RMS_ARCHIVE_URL,
-        "RMS_VAR_DIR": str(settings.VAR_DIR),
-        "SECRET_KEY": settings.SECRET_KEY,
-        "RMS_ERASURE_KEY": settings.RMS_ERASURE_KEY,
-    }
+    env = subprocess_env(
+        settings,
+        RMS_ARCHIVE_URL=settings.RMS_ARCHIVE_URL,
+        SECRET_KEY=settings.SECRET_KEY,
+        RMS_ERASURE_KEY=settings.RMS_ERASURE_KEY,
+    )
     proc = subprocess.run(
         [sys.executable, "-c", KILLER, erasure_id], env=env, cwd=ROOT, capture_output=True
     )

@@ -3,7 +3,6 @@ verifiable from the checkpoint, the archive verifies, and ``as_of`` before the c
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from rms import explain, verification
 from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, MemoryObject, Namespace, Operation
 from tests.factories import T0, hourly_sessions
-from tests.servers import subprocess_database_url
+from tests.servers import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = 60
@@ -210,13 +209,7 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings):
     build(client_api, sessions=40)
     total = Operation.objects.count()
     retain(1)
-    env = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "DJANGO_SETTINGS_MODULE": "rms.settings",
-        "RMS_ARCHIVE_URL": str(archive_dir),
-        "RMS_VAR_DIR": str(settings.VAR_DIR),
-    }
+    env = subprocess_env(settings, RMS_ARCHIVE_URL=str(archive_dir))
     proc = subprocess.run(
         [sys.executable, "-c", KILLER, NOW.isoformat()], env=env, cwd=ROOT, capture_output=True
     )

@@ -5,7 +5,6 @@ archived instead of deleting them."""
 from __future__ import annotations
 
 import io
-import os
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from rms.archive_verify import verify_archive
 from rms.models import ChainCheckpoint, Namespace, Operation
 from rms.store import partitions, pgcopy
 from tests.factories import T0, hourly_sessions
-from tests.servers import subprocess_database_url
+from tests.servers import subprocess_env
 
 pytestmark = pytest.mark.postgres
 
@@ -198,13 +197,7 @@ def test_sigkilled_mid_pass_then_rerun(client_api, archive_dir, settings, where)
         build(client_api, sessions=40)
         total = Operation.objects.count()
         retain(1)
-        env = {
-            **os.environ,
-            "DATABASE_URL": subprocess_database_url(),
-            "DJANGO_SETTINGS_MODULE": "rms.settings",
-            "RMS_ARCHIVE_URL": str(archive_dir),
-            "RMS_VAR_DIR": str(settings.VAR_DIR),
-        }
+        env = subprocess_env(settings, RMS_ARCHIVE_URL=str(archive_dir))
         proc = subprocess.run(
             [sys.executable, "-c", KILLER, NOW.isoformat(), where.removesuffix("-by-seq")],
             env=env, cwd=ROOT, capture_output=True,
