@@ -1,6 +1,6 @@
 """The dashboard's retrieval trends on PostgreSQL: the per-day form
 (``feedback.selectors.retrieval_rows_daily`` + the pure evaluation) over the last 7, 14, 30 and
-90 days, then the same read from the per-day rollup with the last days live
+90 days, then the same read from the retrieval rollup with the hour running live
 (``feedback.retrieval_rollup``, after its first run), and the pages that read it —
 ``/retrieval/`` and the overview — cold (cache cleared) and warm, through Django's test client.
 

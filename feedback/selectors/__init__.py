@@ -327,8 +327,8 @@ def _retrieval_rows_grouped(
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
-    """``/retrieval-quality``: whole days of the window from the per-day rollup, the partial
-    edge days live (``feedback.retrieval_rollup.retrieval_window``, which the dashboard's
+    """``/retrieval-quality``: whole days and hours of the window from the retrieval rollup,
+    the rest live (``feedback.retrieval_rollup.retrieval_window``, which the dashboard's
     trends read too); the same numbers as ``retrieval_rows``' live form."""
     # Imported here: the rollup module is built on this module's grouped selectors.
     from feedback.retrieval_rollup import retrieval_window
