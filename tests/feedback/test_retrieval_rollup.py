@@ -311,3 +311,24 @@ def test_rolled_range_units():
     assert rr(None, None, through, T0 + D + US) == (T0 + 2 * D, through)
     assert rr(cut + 13 * H, None, through, None) is None
     assert rr(cut + 5 * H, cut + 5 * H + 30 * M, through, None) is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["actor", "session", "object", "namespace"])
+def test_an_erasure_changes_no_rolled_number(kind, admin_api, client_api):
+    """An erasure rewrites texts and actor names in place, none of what the rollup sums: the
+    rolled units stay as they were and the read equals the live form, without telling it."""
+    from tests.erasure.conftest import ALICE, SESSION_ID, build_personal_log, completed, erase
+
+    log = build_personal_log(client_api)
+    ns = Namespace.objects.get(name="support")
+    now = T0 + 3 * D
+    retrieval_rollup.rollup_all(now)
+    rows = rollup_rows(ns)
+    assert rows[0]
+    subject = {"object": log["object"], "actor": ALICE, "session": SESSION_ID, "namespace": None}
+    assert completed(erase(admin_api, kind, subject[kind]))
+    assert rollup_rows(ns) == rows
+    assert_exact(ns, now)
+    assert retrieval_rollup.rollup_all(now)["rows"] == 0
+    assert rollup_rows(ns) == rows
