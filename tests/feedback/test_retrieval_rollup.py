@@ -8,10 +8,13 @@ idempotent reruns; over many window shapes and every actor."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
 from feedback import retention, retrieval_rollup
@@ -332,3 +335,50 @@ def test_an_erasure_changes_no_rolled_number(kind, admin_api, client_api):
     assert_exact(ns, now)
     assert retrieval_rollup.rollup_all(now)["rows"] == 0
     assert rollup_rows(ns) == rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_waits_for_a_writer_holding_a_lower_id(namespace):
+    """PostgreSQL hands out ids before commit: a writer that took an id, then another that took
+    a higher one and committed before the run read the ids, commits after the run started. The
+    run waits for it (``settle_writers``), so its row is in the unit, not lost below the mark."""
+    if connection.vendor != "postgresql":
+        pytest.skip("one writer at a time on SQLite: no id is handed out before a commit")
+    writer = api_for(make_client("w0", "client", ["support"])[1])
+    a, b = make_objects(writer, 2)
+    assert (
+        post(writer, session("s1", [(a, 10), (b, 20)], [(a, "REFERENCED")], hours=30)).status_code
+        == 201
+    )
+    ns = Namespace.objects.get(name="support")
+    first = InjectionEvent.objects.filter(namespace=ns).order_by("id").first()
+    holding, done = threading.Event(), threading.Event()
+
+    def slow_writer():
+        # A copy of an injection, on the rolled day, in a transaction left open for a while.
+        with connections["default"].cursor() as cursor, transaction.atomic():
+            cursor.execute(
+                "INSERT INTO feedback_injectionevent (session_id, object_id, namespace_id, ts,"
+                " rank_position, representation_type, token_cost, composite_score, str_value,"
+                " ended_unused) SELECT session_id, object_id, namespace_id, ts, 4,"
+                " representation_type, 99, composite_score, str_value, ended_unused"
+                " FROM feedback_injectionevent WHERE id = %s",
+                [first.id],
+            )
+            holding.set()
+            time.sleep(1.5)
+        connections["default"].close()
+        done.set()
+
+    thread = threading.Thread(target=slow_writer)
+    thread.start()
+    assert holding.wait(10)
+    # A later session commits with higher ids while the first writer still holds its own.
+    assert post(writer, session("s2", [(b, 5)], [], hours=31)).status_code == 201
+    retrieval_rollup.rollup_all(T0 + 3 * D)
+    waited = done.is_set()
+    thread.join()
+    live = normal(retrieval_rows_daily(ns))
+    assert any(r[0] == 4 for r in live[(T0 + D).date()][1])
+    assert normal(retrieval_rollup.retrieval_days(ns)) == live
+    assert waited
