@@ -700,11 +700,11 @@ def main() -> None:
 
     from feedback import retrieval_rollup
 
-    # The per-day retrieval rollup, as beat's hourly `retrieval-rollup` keeps it (idempotent: a
+    # The retrieval rollup, as beat's `retrieval-rollup` keeps it (idempotent: a
     # reused database only rolls up what is new); the retrieval card and page read it.
     t0 = time.perf_counter()
     rolled = retrieval_rollup.rollup_all(timezone.now())["rows"]
-    print(f"# retrieval rollup: {rolled} day rows in {time.perf_counter() - t0:.1f} s")
+    print(f"# retrieval rollup: {rolled} day and hour rows in {time.perf_counter() - t0:.1f} s")
     from feedback import window_rollup
 
     # The hourly metric sums, as beat's `window-rollup` keeps them (idempotent as well); the

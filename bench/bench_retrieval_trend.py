@@ -1,6 +1,6 @@
 """The dashboard's retrieval trends on PostgreSQL: the per-day form
 (``feedback.selectors.retrieval_rows_daily`` + the pure evaluation) over the last 7, 14, 30 and
-90 days, then the same read from the per-day rollup with the last days live
+90 days, then the same read from the retrieval rollup with the hour running live
 (``feedback.retrieval_rollup``, after its first run), and the pages that read it —
 ``/retrieval/`` and the overview — cold (cache cleared) and warm, through Django's test client.
 
@@ -86,7 +86,7 @@ def run(args) -> None:
 
         cold, p, c = bench_explain.timed(daily, args.repeat)
         rows.append([f"per-day form, last {days} days", cold, p[50], p[95], c[50], c[95]])
-    # The rollup's first run (every day up to two days before "now"), then a rerun.
+    # The rollup's first run (every day and hour up to the hour running at "now"), then a rerun.
     t0 = time.perf_counter()
     written = retrieval_rollup.rollup_all(now)["rows"]
     print(f"# rollup, first run: {written} rows in {time.perf_counter() - t0:.1f} s")
@@ -107,7 +107,7 @@ def run(args) -> None:
     def api_form():
         namespace_retrieval_quality(ns, now - timedelta(days=7), now)
 
-    # /retrieval-quality's answer: the same rollup + live days, added up (its partial first day
+    # /retrieval-quality's answer: the same rollup + live tail, added up (its partial first day
     # is computed live too).
     cold, p, c = bench_explain.timed(api_form, args.repeat)
     rows.append(["/retrieval-quality's form, last 7 days", cold, p[50], p[95], c[50], c[95]])

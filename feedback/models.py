@@ -304,17 +304,46 @@ class RetrievalDay(models.Model):
         return f"{self.namespace_id} {self.day} client {self.client_id}"
 
 
+class RetrievalHour(models.Model):
+    """:class:`RetrievalDay`'s sums for one finished UTC hour of the day still running (the
+    rollup's hours since the last midnight before its mark): a session lies in one hour, so
+    hours add up like days."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    client = models.ForeignKey(
+        "rms.ApiClient", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    hour = models.DateTimeField()
+    sessions = models.PositiveIntegerField()
+    ranks = models.JSONField(default=dict)
+    hits = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "hour", "client"], name="retrieval_hour_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} {self.hour} client {self.client_id}"
+
+
 class RetrievalRollupMark(models.Model):
-    """How far a namespace's per-day retrieval rollup reaches: every UTC day up to ``through``
-    is in :class:`RetrievalDay` (a day without sessions has no row); and the last injection and
-    signal ids its last run had seen (newer ones may make a rolled-up day dirty)."""
+    """How far a namespace's retrieval rollup reaches: everything before ``through`` (an hour
+    boundary) is rolled up, the days before its UTC midnight in :class:`RetrievalDay`, the
+    hours since in :class:`RetrievalHour` (a unit without sessions has no row), holding exactly
+    the injections and signals up to ``injection_id`` and ``signal_id``. ``floor``: rows before
+    it were deleted after they were rolled up (the retention pass), so the units before it are
+    read live until the next run."""
 
     namespace = models.OneToOneField(
         Namespace, on_delete=models.CASCADE, primary_key=True, related_name="+"
     )
-    through = models.DateField()
+    through = models.DateTimeField()
     injection_id = models.BigIntegerField(default=0)
     signal_id = models.BigIntegerField(default=0)
+    floor = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.namespace_id} through {self.through}"

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from feedback import window_rollup
+from feedback import retrieval_rollup, window_rollup
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from rms import oplog, replay
 from rms.archive import Archive
@@ -388,9 +388,11 @@ def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
 
 
 def _delete_sessions(part: list[str]) -> None:
-    """Delete sessions with their rows; the hourly rollup's hours that held them are read live
-    until its next run (``feedback.window_rollup.forget_sessions``, same transaction)."""
+    """Delete sessions with their rows; the hourly rollup's hours and the retrieval rollup's
+    units that held them are read live until their next run (``forget_sessions`` of
+    ``feedback.window_rollup`` and ``feedback.retrieval_rollup``, same transaction)."""
     window_rollup.forget_sessions(part)
+    retrieval_rollup.forget_sessions(part)
     SignalRecord.objects.filter(feedback_session_id__in=part)._raw_delete("default")
     InjectionEvent.objects.filter(session_id__in=part)._raw_delete("default")
     SessionNamespace.objects.filter(session_id__in=part)._raw_delete("default")

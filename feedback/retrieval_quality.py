@@ -51,7 +51,7 @@ def evaluate_counts(
 ) -> dict:
     """:func:`evaluate` with the hits counted: ``{best rank: sessions}``. The reciprocal ranks
     are summed rank by rank in rank order, so the same counts give the same float however they
-    were gathered (live or from the per-day rollup)."""
+    were gathered (live or from the retrieval rollup)."""
     n_hits = sum(hits.values())
     reciprocal = 0.0
     for best in sorted(rank for rank in hits if rank):
@@ -71,7 +71,7 @@ def evaluate_counts(
 class DayRows:
     """:func:`evaluate_counts`'s arguments for the sessions of one day (``hits``: sessions with a
     used injection by their best used rank; ``hits`` and ``ranks`` are filled by the selector
-    or read from the per-day rollup)."""
+    or read from the retrieval rollup)."""
 
     ranks: list[RankRow]
     sessions: int

@@ -504,8 +504,10 @@ RMS_OTLP_MAX_BYTES = _seconds("RMS_OTLP_MAX_BYTES", 16 * 1024 * 1024)
 # The retention pass (feedback.retention) every RMS_RETENTION_EVERY s, into RMS_ARCHIVE_URL: a
 # folder, or any fsspec URL when fsspec is installed.
 RMS_RETENTION_EVERY = _seconds("RMS_RETENTION_EVERY", 3600)
-# The per-day retrieval rollup (feedback.retrieval_rollup) every RMS_RETRIEVAL_ROLLUP_EVERY s.
-RMS_RETRIEVAL_ROLLUP_EVERY = _seconds("RMS_RETRIEVAL_ROLLUP_EVERY", 3600)
+# The retrieval rollup (feedback.retrieval_rollup: finished days, and hours of the day running)
+# every RMS_RETRIEVAL_ROLLUP_EVERY s, as often as the window rollup: what the retrieval card and
+# page compute live is the hour running and what arrived since the last run.
+RMS_RETRIEVAL_ROLLUP_EVERY = _seconds("RMS_RETRIEVAL_ROLLUP_EVERY", 900)
 # The hourly metric-sums rollup (feedback.window_rollup) every RMS_WINDOW_ROLLUP_EVERY s: what a
 # cold overview computes live is the hour running and what arrived since the last run.
 RMS_WINDOW_ROLLUP_EVERY = _seconds("RMS_WINDOW_ROLLUP_EVERY", 900)

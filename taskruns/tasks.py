@@ -259,7 +259,7 @@ RETENTION_LOCK = "rms:retention-pass"
 @shared_task(name=enqueue.RETRIEVAL_ROLLUP, **TASK_OPTIONS)
 def retrieval_rollup() -> dict:
     """Beat, every RMS_RETRIEVAL_ROLLUP_EVERY s: ``feedback.retrieval_rollup.rollup_all`` (the
-    per-day retrieval sums of the finished days; recomputes whole days, so idempotent)."""
+    retrieval sums of the finished days and hours; recomputes whole units, so idempotent)."""
     from django.utils import timezone
 
     from feedback import retrieval_rollup

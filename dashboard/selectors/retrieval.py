@@ -1,8 +1,9 @@
 """Reads of the retrieval-quality page and the overview's retrieval card: per-day retrieval
 quality (docs/METRICS.md) over the last days.
 
-The finished days are read from the per-day rollup and only the last days are computed live,
-by four grouped queries over the (namespace, ts) index (``feedback.retrieval_rollup``);
+The finished days and hours are read from the retrieval rollup and only the hour running (and
+what arrived since its last run) is computed live, by four grouped queries over the
+(namespace, ts) index (``feedback.retrieval_rollup``);
 evaluated by the pure function the API answers with, and cached like the overview's metrics;
 ``dashboard.tasks.warm_overview`` computes the overview's card ahead while the overview is
 watched, so its requests do not rescan.

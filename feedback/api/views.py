@@ -247,9 +247,9 @@ class RetrievalQualityView(APIView):
         description="Whether retrieval serves memories the model uses, and at which rank it "
         "fails, from the namespace's injections and the signals of their sessions: precision "
         "at each rank, MRR of the first used memory, hit rate, and the tokens spent at each "
-        "rank on memories that were not used. Whole UTC days of the window before yesterday "
-        "are read from the per-day rollup (refreshed hourly by the worker), the rest is "
-        "computed live: a session recorded late with an older ts counts after the next run.",
+        "rank on memories that were not used. Whole UTC days (and finished hours of today) of "
+        "the window are read from a rollup the worker refreshes every 15 minutes, the rest "
+        "is computed live; the answer is always what the sessions recorded so far give.",
     )
     def get(self, request):
         ns = namespace_param(request)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import uuid
 from collections import Counter
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Trunc, TruncDate
 from django.utils import timezone
 
 from feedback import (
@@ -168,19 +170,47 @@ def namespace_metrics(namespace, since=None, until=None) -> dict:
 # --- retrieval quality (docs/METRICS.md) -------------------------------------------------------
 
 
-def _retrieval_sets(namespace, since, until, actor_id):
+def _ranges_q(ranges) -> Q:
+    """Rows whose ts lies in one of the half-open ``ranges`` [lo, hi) (None: open)."""
+    parts = []
+    for lo, hi in ranges:
+        part = Q()
+        if lo is not None:
+            part &= Q(ts__gte=lo)
+        if hi is not None:
+            part &= Q(ts__lt=hi)
+        if not part:
+            return Q()  # an open range: every row
+        parts.append(part)
+    return functools.reduce(operator.or_, parts) if parts else Q(pk__in=[])
+
+
+def _retrieval_sets(namespace, since, until, actor_id, ranges=None, bounds=None):
     """The window's injections of ``namespace`` (with ``actor_id``, only the sessions that API
-    client recorded) and those of them that were used."""
-    injections = _window(InjectionEvent.objects.filter(namespace=namespace), since, until)
+    client recorded) and those of them that were used. ``ranges``: half-open ts ranges instead
+    of the window [since, until]; ``bounds``: (injection id, signal id), only the rows up to
+    them (what the retrieval rollup holds)."""
+    injections = InjectionEvent.objects.filter(namespace=namespace)
+    signals = SignalRecord.objects.filter(signal_type__in=utility.USED_SIGNALS)
+    if ranges is None:
+        injections = _window(injections, since, until)
+    else:
+        injections = injections.filter(_ranges_q(ranges))
     if actor_id is not None:
         clients = ApiClient.objects.filter(name=actor_id).values("pk")
         injections = injections.filter(session__client__in=clients)
-    signals = SignalRecord.objects.filter(signal_type__in=utility.USED_SIGNALS)
+    if bounds is not None:
+        injections = injections.filter(id__lte=bounds[0])
+        signals = signals.filter(id__lte=bounds[1])
     if store.get().bounded_semi_join:
         # A session's signals carry its ts, so the same window bounds them: a semi-join reads
         # the window's signals through the (namespace, ts) index, not every signal of the
         # namespace. (Without it, each injection probes its session's signals by index.)
-        signals = _window(signals.filter(namespace=namespace), since, until)
+        signals = signals.filter(namespace=namespace)
+        if ranges is None:
+            signals = _window(signals, since, until)
+        else:
+            signals = signals.filter(_ranges_q(ranges))
     used = injections.filter(
         Exists(
             signals.filter(
@@ -233,19 +263,27 @@ def retrieval_rows_daily(
     return {key[0]: rows for key, rows in grouped.items()}
 
 
-def retrieval_rows_daily_by_client(
-    namespace, since: datetime | None = None, until: datetime | None = None
-) -> dict[tuple[date, int], retrieval_quality.DayRows]:
-    """``retrieval_rows_daily`` per (UTC day, API client id that recorded the sessions): what
-    the per-day rollup stores (``feedback.retrieval_rollup``)."""
-    return _retrieval_rows_grouped(namespace, since, until, None, ("session__client_id",))
+def retrieval_rows_in(
+    namespace, ranges, actor_id=None, *, unit: str = "day", by_client=False, bounds=None
+) -> dict[tuple, retrieval_quality.DayRows]:
+    """``{(day or hour, [API client id]): DayRows}`` of the injections in the half-open ts
+    ``ranges``: the retrieval rollup's unit of storage (``unit`` "hour": keyed by the UTC hour,
+    as an aware datetime), its live parts, and with ``bounds`` (injection id, signal id) what
+    the rollup holds (``feedback.retrieval_rollup``). The same four grouped queries."""
+    extra = ("session__client_id",) if by_client else ()
+    return _retrieval_rows_grouped(
+        namespace, None, None, actor_id, extra, ranges=ranges, bounds=bounds, unit=unit
+    )
 
 
-def _retrieval_rows_grouped(namespace, since, until, actor_id, extra: tuple) -> dict:
+def _retrieval_rows_grouped(
+    namespace, since, until, actor_id, extra: tuple, *, ranges=None, bounds=None, unit="day"
+) -> dict:
     """``{(day, *extra values): DayRows}`` in four grouped queries, sorted."""
-    injections, used = _retrieval_sets(namespace, since, until, actor_id)
-    injections = injections.annotate(day=TruncDate("ts"))
-    used = used.annotate(day=TruncDate("ts"))
+    injections, used = _retrieval_sets(namespace, since, until, actor_id, ranges, bounds)
+    trunc = TruncDate("ts") if unit == "day" else Trunc("ts", "hour", tzinfo=UTC)
+    injections = injections.annotate(day=trunc)
+    used = used.annotate(day=trunc)
     keys = ("day", *extra)
     n = len(keys)
     per_rank = {
@@ -289,8 +327,8 @@ def _retrieval_rows_grouped(namespace, since, until, actor_id, extra: tuple) -> 
 def namespace_retrieval_quality(
     namespace, since: datetime | None = None, until: datetime | None = None, actor_id=None
 ) -> dict:
-    """``/retrieval-quality``: whole days of the window from the per-day rollup, the partial
-    edge days live (``feedback.retrieval_rollup.retrieval_window``, which the dashboard's
+    """``/retrieval-quality``: whole days and hours of the window from the retrieval rollup,
+    the rest live (``feedback.retrieval_rollup.retrieval_window``, which the dashboard's
     trends read too); the same numbers as ``retrieval_rows``' live form."""
     # Imported here: the rollup module is built on this module's grouped selectors.
     from feedback.retrieval_rollup import retrieval_window

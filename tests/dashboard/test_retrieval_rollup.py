@@ -1,7 +1,7 @@
-"""The per-day retrieval rollup (``feedback.retrieval_rollup``): the page's, the overview's and
-the selector's numbers read from it equal the live computation (on the hand-computed fixture,
-with a window partly rolled up, and over random sessions), a rerun changes nothing, and a
-session recorded late for a rolled-up day is caught by the next run."""
+"""The retrieval rollup (``feedback.retrieval_rollup``): the page's, the overview's and the
+selector's numbers read from it equal the live computation (on the hand-computed fixture, with a
+window partly rolled up, and over random sessions), a rerun changes nothing, and a session
+recorded late for a rolled-up day counts at once and is rolled up by the next run."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import time_machine
 
 from dashboard.selectors import retrieval as selectors
-from feedback import retrieval_quality, retrieval_rollup
-from feedback.models import InjectionEvent, RetrievalDay, RetrievalRollupMark
+from feedback import retention, retrieval_quality, retrieval_rollup
+from feedback.models import FeedbackSession, RetrievalDay, RetrievalRollupMark
 from feedback.selectors import namespace_retrieval_quality, retrieval_rows_daily
 from rms.models import Namespace
 from taskruns import tasks
@@ -45,16 +45,17 @@ def test_fixture_partly_rolled_up_equals_live_and_a_rerun_changes_nothing(namesp
     ns = build_fixture()
     with time_machine.travel(NOW, tick=False):
         before = login(operator).get("/retrieval/?namespace=support&days=7").context["trend"]
-        assert tasks.retrieval_rollup()["rows"] == 2  # DAY1 and DAY2 (writer); DAY3 stays live
-    # Today and yesterday stay live: the rollup reaches the day before yesterday (DAY2).
-    assert RetrievalRollupMark.objects.get(namespace=ns).through == DAY2.date()
+        # DAY1 and DAY2 (writer), DAY3 (other): every finished day; today has no session.
+        assert tasks.retrieval_rollup()["rows"] == 3
+    # The rollup reaches the hour running (15:00): the days before, and today's hours.
+    assert RetrievalRollupMark.objects.get(namespace=ns).through == NOW
     days = {row[0] for row in rows_snapshot(ns)}
-    assert days == {DAY1.date(), DAY2.date()}
+    assert days == {DAY1.date(), DAY2.date(), DAY3.date()}
     day1 = RetrievalDay.objects.get(namespace=ns, day=DAY1.date())
     # Two sessions; ranks 1..3 each injected twice; best used ranks 1 and 2.
     assert (day1.sessions, day1.hits) == (2, {"1": 1, "2": 1})
     assert day1.ranks == {"1": [2, 1, 20, 10], "2": [2, 1, 40, 20], "3": [2, 0, 60, 0]}
-    # The window (DAY1 and DAY2 rolled up, DAY3 and today live) equals the live computation.
+    # The window (its days rolled up, the hour running live) equals the live computation.
     since = datetime(2026, 6, 4, tzinfo=UTC)
     live, rolled = both(ns, since, NOW)
     assert rolled == live
@@ -62,7 +63,7 @@ def test_fixture_partly_rolled_up_equals_live_and_a_rerun_changes_nothing(namesp
     # The API's one-window answer is the same numbers.
     api = namespace_retrieval_quality(ns, since, NOW)
     assert {k: api[k] for k in METRICS} == {k: rolled["window"][k] for k in METRICS}
-    # One client's sessions: "writer" only on the rolled days, "other" only on the live one.
+    # One client's sessions: "writer" on DAY1 and DAY2, "other" on DAY3.
     for actor in ("writer", "other", "nobody"):
         live, rolled = both(ns, since, NOW, actor)
         assert rolled == live, actor
@@ -76,15 +77,13 @@ def test_fixture_partly_rolled_up_equals_live_and_a_rerun_changes_nothing(namesp
         assert (after.by_day, after.window) == (before.by_day, before.window)
         overview = login(operator).get("/?namespace=support")
         assert overview.context["retrieval"].window == before.window
-        # A rerun (the task again, or the days recomputed) changes nothing.
+        # A rerun changes nothing: nothing new, nothing to recompute.
         snapshot = rows_snapshot(ns)
-        # (the oldest day is recomputed on every run, in case retention cut it)
-        assert tasks.retrieval_rollup()["rows"] == 1
-        assert retrieval_rollup.rollup_days(ns, DAY1.date(), DAY2.date()) == 2
+        assert tasks.retrieval_rollup()["rows"] == 0
         assert rows_snapshot(ns) == snapshot
 
 
-def test_a_late_session_for_a_rolled_up_day_is_caught_by_the_next_run(namespaces):
+def test_a_late_session_for_a_rolled_up_day_counts_at_once(namespaces):
     ns = build_fixture()
     writer = make_client("late", "client", ["support"])[0]
     obj = make_object(writer, content="late fact", ts=DAY1 - timedelta(days=2))
@@ -95,25 +94,36 @@ def test_a_late_session_for_a_rolled_up_day_is_caught_by_the_next_run(namespaces
     body["ts"] = (DAY1 + timedelta(hours=5)).isoformat()
     record(writer, body)
     live, rolled = both(ns, since, NOW)
-    # Until the next run the rollup lags by that session …
-    assert (live["window"]["sessions"], rolled["window"]["sessions"]) == (5, 4)
-    retrieval_rollup.rollup_all(NOW)
+    # Before the next run: DAY1 is beyond the mark, so it is read live …
+    assert rolled == live and rolled["window"]["sessions"] == 5
+    assert (
+        RetrievalDay.objects.get(namespace=ns, day=DAY1.date(), client__name="writer").sessions == 2
+    )
+    # … and the run recomputes that day only (the late session's own client's row is new).
+    assert retrieval_rollup.rollup_all(NOW)["rows"] == 2
     live, rolled = both(ns, since, NOW)
-    # … and the run recomputes that day only.
     assert rolled == live and rolled["days"][DAY1.date()]["sessions"] == 3
-    assert {d for d, *_ in rows_snapshot(ns)} == {DAY1.date(), DAY2.date()}
+    assert {d for d, *_ in rows_snapshot(ns)} == {DAY1.date(), DAY2.date(), DAY3.date()}
 
 
 def test_days_the_retention_pass_deleted_leave_the_rollup(namespaces):
     ns = build_fixture()
     retrieval_rollup.rollup_all(NOW)
     since = datetime(2026, 6, 4, tzinfo=UTC)
-    # What the retention pass deletes of the sessions before DAY2 (feedback.retention).
-    InjectionEvent.objects.filter(namespace=ns, ts__lt=DAY2).delete()
+    # The retention pass deletes the sessions before DAY2 (its delete, which tells the rollup).
+    old = list(FeedbackSession.objects.filter(ts__lt=DAY2).values_list("pk", flat=True))
+    retention._delete_sessions(old)
+    assert RetrievalRollupMark.objects.get(namespace=ns).floor == DAY1 + timedelta(
+        hours=2, microseconds=1
+    )
+    # At once: DAY1 is below the floor and read live (now empty).
+    live, rolled = both(ns, since, NOW)
+    assert rolled == live and list(rolled["days"]) == [DAY2.date(), DAY3.date()]
     retrieval_rollup.rollup_all(NOW)
     live, rolled = both(ns, since, NOW)
     assert rolled == live and list(rolled["days"]) == [DAY2.date(), DAY3.date()]
-    assert {d for d, *_ in rows_snapshot(ns)} == {DAY2.date()}
+    assert {d for d, *_ in rows_snapshot(ns)} == {DAY2.date(), DAY3.date()}
+    assert RetrievalRollupMark.objects.get(namespace=ns).floor is None
 
 
 def test_random_sessions_rolled_up_equal_live(namespaces):
@@ -164,8 +174,8 @@ def test_random_sessions_rolled_up_equal_live(namespaces):
             checked += live["window"]["sessions"]
     assert checked > 40
     snapshot = rows_snapshot(ns)
-    assert RetrievalRollupMark.objects.get(namespace=ns).through == DAY1.date()
-    retrieval_rollup.rollup_days(ns, start.date(), DAY1.date())
+    assert RetrievalRollupMark.objects.get(namespace=ns).through == DAY3.replace(hour=12)
+    assert retrieval_rollup.rollup_all(now)["rows"] == 0
     assert rows_snapshot(ns) == snapshot
 
 

@@ -132,10 +132,10 @@ def test_query_count_does_not_grow_with_the_sessions(client_api, known, django_a
     post(client_api, session("more", [(known[0], 40)], [(known[0], "CONFIRMED")], hours=6))
     with django_assert_num_queries(8):
         quality(client_api, since=at(0))
-    # Rolled up (T0's day is whole and finished): the mark, one read of the day rows, and the
-    # four grouped reads of the live tail after the mark.
+    # Rolled up (T0's day is whole and finished): the mark, the late units (by id), one read of
+    # the day rows, and the four grouped reads of the live tail after the mark.
     retrieval_rollup.rollup_all(T0 + timedelta(days=5))
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         quality(client_api, since=at(0))
 
 
