@@ -12,20 +12,19 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import close_old_connections, connection, connections
-from django.db.models import Count, F, Max, Q, Subquery, Sum, Value
+from django.db.models import Count, F, Max, Subquery, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, Least, Trunc
 from django.utils import timezone
 
-from feedback import metrics
+from feedback import metrics, window_rollup
 from feedback import selectors as feedback_selectors
+from feedback.aggregate_sums import USAGE_BINS
 from feedback.metrics import METRIC_NAMES
 from feedback.models import (
     Alert,
-    FeedbackAggregate,
     MetricSnapshot,
 )
-from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW
 from feedback.snapshots import SNAPSHOT_WINDOW_HOURS
 from rms import store
 from rms.models import MemoryObject, Namespace
@@ -60,7 +59,6 @@ WINDOWS: dict[str, timedelta | None] = {
 }
 DEFAULT_WINDOW = "24h"
 
-USAGE_BINS = 10
 CONFIDENCE_BINS = 20
 
 
@@ -93,12 +91,6 @@ def _window(qs, since: datetime | None):
     return qs if since is None else qs.filter(ts__gte=since)
 
 
-def _deprecated_ids(namespace_ids: list[int]):
-    return MemoryObject.objects.filter(
-        namespace_id__in=namespace_ids, epistemic_type=DEPRECATED
-    ).values("pk")
-
-
 @dataclass
 class ObjectStats:
     """What the overview needs from the objects and their aggregates, per namespace: the
@@ -113,42 +105,29 @@ class ObjectStats:
     confidence: dict[str, list[int]] = field(default_factory=dict)
 
 
-def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
-    """Two scans for every namespace at once, each binned by the database:
-
-    - active aggregates with ≥ 1 injection, by (namespace, usage bin): Σ usage ratio, count and
-      review-queue count (SPEC §8, §10) — the bins sum to the namespace totals;
-    - objects by (namespace, type, confidence bin): the object count (DEPRECATED included) and
-      the confidence histogram of the active ones.
-
-    The DEPRECATED exclusion is an ``IN (subquery)`` over the few deprecated ids rather than a
-    join of every aggregate to its object.
+def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, ObjectStats]:
+    """Per namespace, from the aggregates: the usage bins of the active objects with ≥ 1
+    injection (Σ usage ratio, count, review-queue count; SPEC §8, §10), read from the rollup
+    (``feedback.window_rollup.aggregate_sums_by_namespace``; ``live``: the live scan it is
+    pinned to); and from the objects, by (namespace, type, confidence bin): the object count
+    (DEPRECATED included) and the confidence histogram of the active ones — a scan of the
+    obj_ns_type covering index, since confidence moves with nearly every operation.
     """
     out = {ns_id: ObjectStats() for ns_id in namespace_ids}
-    rows = (
-        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids, total_injections__gte=1)
-        .exclude(object_id__in=Subquery(_deprecated_ids(namespace_ids)))
-        .annotate(bin=Least(Floor(F("usage_ratio") * USAGE_BINS), Value(USAGE_BINS - 1.0)))
-        .values("namespace_id", "bin")
-        .annotate(
-            total=Sum("usage_ratio"),
-            n=Count("pk"),
-            queue=Count(
-                "pk",
-                filter=Q(
-                    usage_ratio__lt=REVIEW_USAGE_BELOW,
-                    total_injections__gte=REVIEW_MIN_INJECTIONS,
-                ),
-            ),
-        )
-        .order_by("namespace_id", "bin")
-    )
-    for r in rows:
-        st = out[r["namespace_id"]]
-        st.usage_ratio_sum += r["total"] or 0.0
-        st.usage_ratio_count += r["n"]
-        st.review_queue += r["queue"]
-        st.usage[max(0, int(r["bin"]))] += r["n"]
+    if live:
+        sums = window_rollup.aggregate_sums_live(namespace_ids)
+    else:
+        sums = window_rollup.aggregate_sums_by_namespace(namespace_ids)
+    for ns_id, bins in sums.items():
+        st = out[ns_id]
+        for b in range(USAGE_BINS):
+            part = bins.get(b)
+            if part is None:
+                continue
+            st.usage_ratio_sum += part.usage_sum
+            st.usage_ratio_count += part.objects
+            st.review_queue += part.queue
+            st.usage[b] += part.objects
     rows = (
         MemoryObject.objects.filter(namespace_id__in=namespace_ids)
         .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))

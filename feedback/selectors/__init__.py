@@ -21,6 +21,7 @@ from feedback import (
     window_rollup,
 )
 from feedback import window_sums as window_sums_module
+from feedback.aggregate_sums import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -354,9 +355,6 @@ def retrieval_quality_gauges():
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------
-
-REVIEW_USAGE_BELOW = 0.10
-REVIEW_MIN_INJECTIONS = 20
 
 
 def review_queue(namespace):
