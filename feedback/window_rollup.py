@@ -193,20 +193,26 @@ def _deprecated_ids(namespace_ids):
     ).values("pk")
 
 
-def aggregate_sums_live(namespace_ids, *, usage: bool = True) -> aggregate_sums.Sums:
+def aggregate_sums_live(
+    namespace_ids, *, usage: bool = True, lifetime: bool = True
+) -> aggregate_sums.Sums:
     """The live forms (:func:`usage_part`, :func:`lifetime_injection_part`) as
-    ``{namespace id: {bin: BinSums}}``: the usage bins, and the injection sums in the
-    UNCOUNTED bin; without ``usage``, the injection sums only."""
+    ``{namespace id: {bin: BinSums}}``: the usage bins (with ``usage``), and the injection
+    sums in the UNCOUNTED bin (with ``lifetime``)."""
     out: aggregate_sums.Sums = {}
+    if not namespace_ids:
+        return out
     if usage:
         for ns_id, b, usage_sum, n, queue in usage_part(namespace_ids):
             bins = out.setdefault(ns_id, {})
             k = max(0, int(b))
             bins[k] = bins.get(k, BinSums()) + BinSums(usage_sum or 0.0, n, queue)
+    if not lifetime:
+        return out
     for ns_id, _, _, _, n, unused, wasted in lifetime_injection_part(namespace_ids):
         bins = out.setdefault(ns_id, {})
-        lifetime = BinSums(injections=n or 0, unused=unused or 0, wasted=wasted or 0)
-        bins[aggregate_sums.UNCOUNTED] = bins.get(aggregate_sums.UNCOUNTED, BinSums()) + lifetime
+        sums = BinSums(injections=n or 0, unused=unused or 0, wasted=wasted or 0)
+        bins[aggregate_sums.UNCOUNTED] = bins.get(aggregate_sums.UNCOUNTED, BinSums()) + sums
     return out
 
 
@@ -255,18 +261,32 @@ def _recounted(namespace_ids, touched: set) -> set:
     return touched | {row[0] for row in newly.union(undone)}
 
 
+def _rolled(namespace_ids, mark: WindowRollupMark | None) -> list[int]:
+    """The namespaces whose aggregate sums are read from the rollup: all but those made live
+    since its run, once a run has counted the aggregates."""
+    if mark is None or not mark.aggregates:
+        return []
+    live = set(mark.aggregates_live)
+    return [n for n in namespace_ids if n not in live]
+
+
 def _aggregate_read(
-    namespace_ids, mark: WindowRollupMark | None, touched, *, usage: bool = True
+    namespace_ids,
+    mark: WindowRollupMark | None,
+    touched,
+    *,
+    usage: bool = True,
+    lifetime: bool = True,
 ) -> aggregate_sums.Sums:
     """The aggregate sums (``feedback.aggregate_sums``) of these namespaces, inside the caller's
     snapshot: the rolled sums corrected for the objects that may have changed since the run
     (``touched()`` gives those with rows beyond the mark), or the live forms for a namespace the
-    rollup does not cover (no run yet, or a namespace made live since the run)."""
-    if mark is None or not mark.aggregates:
-        return aggregate_sums_live(namespace_ids, usage=usage)
-    live = set(mark.aggregates_live)
-    rolled = [n for n in namespace_ids if n not in live]
-    out = aggregate_sums_live([n for n in namespace_ids if n in live], usage=usage)
+    rollup does not cover (no run yet, or a namespace made live since the run: only the
+    ``usage`` and ``lifetime`` parts asked for)."""
+    rolled = _rolled(namespace_ids, mark)
+    out = aggregate_sums_live(
+        [n for n in namespace_ids if n not in rolled], usage=usage, lifetime=lifetime
+    )
     if not rolled:
         return out
     stored: aggregate_sums.Sums = {}
@@ -318,13 +338,21 @@ def _once(fn):
     return call
 
 
-def aggregate_sums_by_namespace(namespace_ids: list[int]) -> aggregate_sums.Sums:
+def aggregate_sums_by_namespace(
+    namespace_ids: list[int], *, lifetime: bool = True
+) -> aggregate_sums.Sums:
     """``{namespace id: {bin: BinSums}}``: the usage histogram and all-time injection sums of
     the aggregates (``feedback.aggregate_sums``), equal to :func:`aggregate_sums_live`'s, read
-    from the rollup in one snapshot."""
+    from the rollup in one snapshot. Without ``lifetime`` a namespace read live skips the
+    injection sums (the rolled ones come with the bins anyway)."""
     with store.get().snapshot():
         mark = WindowRollupMark.objects.first()
-        return _aggregate_read(namespace_ids, mark, _once(lambda: _touched(namespace_ids, mark)))
+        return _aggregate_read(
+            namespace_ids,
+            mark,
+            _once(lambda: _touched(namespace_ids, mark)),
+            lifetime=lifetime,
+        )
 
 
 def _parts(
@@ -424,16 +452,24 @@ def window_sums_by_namespace(
     with store.get().snapshot():
         mark = WindowRollupMark.objects.first()
         touched = _once(lambda: _touched(namespace_ids, mark))
+        # All time: the injection sums of the aggregates, from the rollup where it covers the
+        # namespace, else the live form as one more part of the statement below.
+        extra = []
         if lifetime:
-            for ns_id, bins in _aggregate_read(namespace_ids, mark, touched, usage=False).items():
+            rolled = _rolled(namespace_ids, mark)
+            for ns_id, bins in _aggregate_read(rolled, mark, touched).items():
                 part = aggregate_sums.lifetime(bins)
                 rows.append((ns_id, 0, 0, 0, part.injections, part.unused, part.wasted))
+            live = [n for n in namespace_ids if n not in rolled]
+            extra = [lifetime_injection_part(live)] if live else []
         through = None if mark is None or mark.through == NOTHING else mark.through
         groups: dict[window_sums.Plan, list[int]] = defaultdict(list)
         for ns_id in namespace_ids:
             groups[window_sums.plan(since, until, through, _floor(mark, ns_id))].append(ns_id)
         for p, ids in groups.items():
-            for part in store.get().grouped_sums(_parts(ids, p, mark, touched, lifetime)):
+            parts = extra + _parts(ids, p, mark, touched, lifetime)
+            extra = []
+            for part in store.get().grouped_sums(parts):
                 rows.extend(part)
     return window_sums.merge((r[0], Sums(*(int(v or 0) for v in r[1:]))) for r in rows)
 

@@ -115,9 +115,9 @@ def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, O
     """
     out = {ns_id: ObjectStats() for ns_id in namespace_ids}
     if live:
-        sums = window_rollup.aggregate_sums_live(namespace_ids)
+        sums = window_rollup.aggregate_sums_live(namespace_ids, lifetime=False)
     else:
-        sums = window_rollup.aggregate_sums_by_namespace(namespace_ids)
+        sums = window_rollup.aggregate_sums_by_namespace(namespace_ids, lifetime=False)
     for ns_id, bins in sums.items():
         st = out[ns_id]
         for b in range(USAGE_BINS):
