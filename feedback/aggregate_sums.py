@@ -142,3 +142,14 @@ def lifetime(bins: dict[int, BinSums]) -> BinSums:
     for part in bins.values():
         out += BinSums(injections=part.injections, unused=part.unused, wasted=part.wasted)
     return out
+
+
+def usage_totals(bins: dict[int, BinSums]) -> BinSums:
+    """A namespace's usage fields over its histogram's bins, added in bin order (SPEC §10's
+    mean usage ratio and the review queue; the injection fields zero)."""
+    out = BinSums()
+    for b in range(USAGE_BINS):
+        part = bins.get(b)
+        if part is not None:
+            out += BinSums(part.usage_sum, part.objects, part.queue)
+    return out

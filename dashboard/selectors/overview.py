@@ -17,7 +17,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, Least, Trunc
 from django.utils import timezone
 
-from feedback import metrics, window_rollup
+from feedback import aggregate_sums, metrics, window_rollup
 from feedback import selectors as feedback_selectors
 from feedback.aggregate_sums import USAGE_BINS
 from feedback.metrics import METRIC_NAMES
@@ -120,14 +120,14 @@ def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, O
         sums = window_rollup.aggregate_sums_by_namespace(namespace_ids, lifetime=False)
     for ns_id, bins in sums.items():
         st = out[ns_id]
+        usage = aggregate_sums.usage_totals(bins)
+        st.usage_ratio_sum, st.usage_ratio_count, st.review_queue = (
+            usage.usage_sum,
+            usage.objects,
+            usage.queue,
+        )
         for b in range(USAGE_BINS):
-            part = bins.get(b)
-            if part is None:
-                continue
-            st.usage_ratio_sum += part.usage_sum
-            st.usage_ratio_count += part.objects
-            st.review_queue += part.queue
-            st.usage[b] += part.objects
+            st.usage[b] = bins[b].objects if b in bins else 0
     rows = (
         MemoryObject.objects.filter(namespace_id__in=namespace_ids)
         .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
