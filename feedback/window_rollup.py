@@ -15,10 +15,16 @@ An object's usage ratio moves only with its injections and used signals, so betw
 objects that may have changed state are those with an injection or used signal beyond the mark:
 a read compares only those with the set (``feedback.window_sums`` names the parts).
 
+The same run counts every aggregate (:class:`AggregateMember`, one row per object as counted,
+and :class:`AggregateBin`, their sums per namespace and usage bin: ``feedback.aggregate_sums``):
+the overview's usage histogram and the all-time injection sums read those sums, minus the objects
+that may have changed since (rows beyond the mark, or a DEPRECATED state other than the one
+counted) as counted, plus the same objects as they are now.
+
 Nothing here can give a number the live computation would not: rows beyond the mark are read
 live ("late"), a retention pass that deletes rows the hours hold puts a *floor* under them (the
 hours before it are computed live until the next run recomputes them), an aggregate rebuild does
-the same for the whole namespace, and without a mark everything is live.
+the same for the whole namespace (and its aggregate sums), and without a mark everything is live.
 """
 
 from __future__ import annotations
