@@ -165,7 +165,7 @@ def metric_inputs_by_namespace(
     namespace_ids: list[int], since: datetime | None
 ) -> dict[int, metrics.MetricInputs]:
     """``feedback.selectors.metric_inputs`` for many namespaces at once (a test pins the
-    equality): four grouped queries whatever the number of namespaces."""
+    equality): the same few queries whatever the number of namespaces."""
     stats = object_stats(namespace_ids)
     windows = window_stats(namespace_ids, since)
     return {ns_id: metric_inputs_of(stats[ns_id], windows[ns_id]) for ns_id in namespace_ids}
@@ -245,7 +245,7 @@ def namespace_health(
 ) -> tuple[list, datetime]:
     """The four metrics of every namespace over ``window``, with object and queue counts.
 
-    Four grouped queries whatever the number of namespaces, cached in two parts (the object
+    The same few queries whatever the number of namespaces, cached in two parts (the object
     statistics do not depend on the window, so switching windows reuses them); ``refresh``
     recomputes the window part. Returns (health list, when the older part was computed).
     """
