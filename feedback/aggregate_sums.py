@@ -126,13 +126,18 @@ def corrected(stored: Sums, counted: Iterable[Member], current: Iterable[Member]
     """The sums now: ``stored`` (a run's) minus the objects that may have changed as the run
     counted them (``counted``) plus the same objects as they are (``current``; an object
     without an aggregate now is not there)."""
-    out: Sums = {ns: dict(bins) for ns, bins in stored.items()}
+    acc: dict[tuple[int, int], list] = {
+        (ns_id, b): list(astuple(v)) for ns_id, bins in stored.items() for b, v in bins.items()
+    }
     for sign, members in ((-1, counted), (1, current)):
         for m in members:
-            b, part = contribution(m)
-            bins = out.setdefault(m.namespace_id, {})
-            old = bins.get(b, BinSums())
-            bins[b] = old + part if sign > 0 else old - part
+            b, share = _share(m)
+            sums = acc.setdefault((m.namespace_id, b), [0.0, 0, 0, 0, 0, 0])
+            for k, v in enumerate(share):
+                sums[k] += sign * v
+    out: Sums = {}
+    for (ns_id, b), sums in acc.items():
+        out.setdefault(ns_id, {})[b] = BinSums(*sums)
     return out
 
 

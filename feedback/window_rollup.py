@@ -72,6 +72,9 @@ LOCK_SECONDS = 3600
 #: Objects whose wasteful state changed since the last run are folded into the hours up to this
 #: many; beyond it (the first run after a rebuild, say) the hours are recomputed from the rows.
 FOLD_MAX = 20_000
+#: Objects changed since the run beyond which a read of the aggregate sums scans the aggregates
+#: instead (the correction costs ≈ 30 µs an object, the two scans ≈ 80 ms at 100k objects).
+RECOUNT_MAX = 3000
 #: A floor that keeps a whole namespace live until the next run (``forget_namespaces``).
 EVERYTHING = datetime(9999, 1, 1, tzinfo=UTC)
 #: The mark of a first run still under way: no hour is rolled up.
@@ -301,34 +304,45 @@ def _aggregate_read(
     ):
         stored.setdefault(ns_id, {})[b] = BinSums(*values)
     changed = sorted(_recounted(rolled, touched()))
+    if len(changed) > RECOUNT_MAX:
+        # Far behind the writes (beat stopped, say): the scans cost less than the correction.
+        out.update(aggregate_sums_live(rolled, usage=usage, lifetime=lifetime))
+        return out
     counted: list = []
     current: list = []
     if changed:
-        deprecated = Exists(
-            MemoryObject.objects.filter(pk=OuterRef("object_id"), epistemic_type=DEPRECATED)
-        )
-        counted, current = store.get().grouped_sums(
+        # By key, in one round trip (rms.store: one array parameter per list on PostgreSQL, not
+        # a placeholder per id). The rows of namespaces read live are dropped here.
+        counted, aggs, deprecated = store.get().read(
             [
-                AggregateMember.objects.filter(namespace_id__in=rolled, object_id__in=changed)
-                .values_list(*_MEMBER_FIELDS, "deprecated")
-                .order_by(),
-                FeedbackAggregate.objects.filter(namespace_id__in=rolled, object_id__in=changed)
-                .annotate(dep=deprecated)
-                .values_list(*_MEMBER_FIELDS, "dep")
-                .order_by(),
+                store.Select(
+                    AggregateMember,
+                    where={"object_id": changed},
+                    columns=(*_MEMBER_FIELDS, "deprecated"),
+                ),
+                store.Select(
+                    FeedbackAggregate,
+                    where={"object_id": changed},
+                    columns=("object_id", *_MEMBER_FIELDS),
+                ),
+                store.Select(
+                    MemoryObject,
+                    where={"id": changed, "epistemic_type": DEPRECATED},
+                    columns=("id",),
+                ),
             ]
         )
+        deprecated_now = {row[0] for row in deprecated}
+        current = [(*row[1:], row[0] in deprecated_now) for row in aggs]
+    keep = set(rolled)
     out.update(
         aggregate_sums.corrected(
-            stored, [_member(r) for r in counted], [_member(r) for r in current]
+            stored,
+            [Member._make(r) for r in counted if r[0] in keep],
+            [Member._make(r) for r in current if r[0] in keep],
         )
     )
     return out
-
-
-def _member(row) -> Member:
-    ns_id, ratio, injections, unused, cost, deprecated = row
-    return Member(ns_id, ratio, injections, unused, cost, bool(deprecated))
 
 
 def _once(fn):

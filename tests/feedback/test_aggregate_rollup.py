@@ -377,3 +377,14 @@ def test_a_namespace_made_live_while_a_run_counts_stays_live_until_the_next(ns, 
     window_rollup.rollup_all(NOW + timedelta(hours=1))
     assert WindowRollupMark.objects.get().aggregates_live == []
     assert_equal_live([support])
+
+
+def test_far_behind_the_writes_the_read_scans_and_still_equals(ns, monkeypatch):
+    writer = make_client("w", "client", ["support"])[0]
+    objs = objects(writer, 4)
+    random_sessions(writer, objs, 8, random.Random(6), T0, "a")
+    ids = list(Namespace.objects.values_list("pk", flat=True))
+    window_rollup.rollup_all(NOW)
+    random_sessions(writer, objs, 8, random.Random(7), T0 + timedelta(days=1), "b")
+    monkeypatch.setattr(window_rollup, "RECOUNT_MAX", 1)
+    assert_equal_live(ids)
