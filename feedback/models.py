@@ -399,6 +399,68 @@ class WindowRollupMark(models.Model):
     scope_id = models.BigIntegerField(default=0)
     signal_id = models.BigIntegerField(default=0)
     floors = models.JSONField(default=dict)
+    #: The aggregate part (:class:`AggregateMember`, :class:`AggregateBin`) was written by a run
+    #: with these ids; false before the first run that did (every read of it is live).
+    aggregates = models.BooleanField(default=False)
+    #: Namespaces whose aggregates moved since that run without an injection or a used signal
+    #: to show it (a rebuild; the retention pass deleting such rows): read live until the next.
+    aggregates_live = models.JSONField(default=list)
 
     def __str__(self) -> str:
         return f"window rollup through {self.through}"
+
+
+class AggregateMember(models.Model):
+    """An object's aggregate values as the rollup's last run counted them
+    (``feedback.aggregate_sums``): :class:`AggregateBin` holds the sums of exactly these rows,
+    and a read takes an object that may have changed since out as counted here and adds it back
+    as it is now."""
+
+    object = models.OneToOneField(
+        MemoryObject, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    usage_ratio = models.FloatField(null=True)
+    total_injections = models.PositiveIntegerField()
+    unused_sessions = models.PositiveIntegerField()
+    total_token_cost = models.PositiveBigIntegerField()
+    deprecated = models.BooleanField()
+
+    class Meta:
+        indexes = [
+            # The objects counted as DEPRECATED, compared with those that are now at every read.
+            models.Index(
+                fields=["namespace", "object"],
+                condition=models.Q(deprecated=True),
+                name="aggmember_deprecated",
+            ),
+            models.Index(fields=["namespace"], name="aggmember_ns"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.object_id} as counted"
+
+
+class AggregateBin(models.Model):
+    """The sums of the :class:`AggregateMember` rows of one namespace and usage bin
+    (``feedback.aggregate_sums.BinSums``; bin -1: the objects outside the usage histogram)."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    bin = models.SmallIntegerField()
+    usage_sum = models.FloatField(default=0.0)
+    #: BinSums.objects (a field named ``objects`` would hide the manager).
+    counted = models.PositiveIntegerField(default=0)
+    queue = models.PositiveIntegerField(default=0)
+    injections = models.BigIntegerField(default=0)
+    unused = models.BigIntegerField(default=0)
+    wasted = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "bin"], name="aggregate_bin_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} bin {self.bin}"

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models.fields.json import KT
 
 from feedback import aggregates, window_rollup
-from feedback.metrics import WASTE_USAGE_RATIO
+from feedback.aggregate_sums import wasteful
 from feedback.models import FeedbackAggregate
 from rms import policy, store
 from rms.models import ChainCheckpoint, MemoryObject, Operation
@@ -39,6 +39,8 @@ WRITE_BATCH = 1000
 OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "FEEDBACK_SESSION", "IGNORED_CHECK")
 #: The operation types on an object's own chain that move its aggregate.
 OBJECT_OP_TYPES = ("INJECTION_EVENT", "FEEDBACK_EVENT", "IGNORED_CHECK")
+#: The aggregate values the rollup's aggregate sums read (``feedback.aggregate_sums.Member``).
+COUNTED_FIELDS = ("usage_ratio", "total_injections", "unused_sessions", "total_token_cost")
 #: Objects per transaction of :func:`rebuild_aggregates`.
 OBJECTS_PER_TRANSACTION = 1000
 
@@ -187,19 +189,18 @@ def rebuild_aggregates(namespace=None, progress: Callable[[float], None] | None 
     return total
 
 
-def _wasteful(usage_ratio: float | None) -> bool:
-    return usage_ratio is not None and usage_ratio < WASTE_USAGE_RATIO
-
-
 def _write(folded: dict, ns_of: dict) -> int:
     """Store the folded aggregates; the number of rows created or changed."""
     live = {a.object_id: a for a in FeedbackAggregate.objects.filter(object_id__in=folded)}
     new, update = [], []
-    moved = set()
+    moved, recount = set(), set()
     for object_id, agg in folded.items():
         row = live.get(object_id)
-        if _wasteful(None if row is None else row.usage_ratio) != _wasteful(agg.usage_ratio):
-            moved.add(ns_of.get(object_id) if row is None else row.namespace_id)
+        ns_id = ns_of.get(object_id) if row is None else row.namespace_id
+        if wasteful(None if row is None else row.usage_ratio) != wasteful(agg.usage_ratio):
+            moved.add(ns_id)
+        if row is None or any(getattr(row, f) != getattr(agg, f) for f in COUNTED_FIELDS):
+            recount.add(ns_id)
         if row is None:
             row = FeedbackAggregate(object_id=object_id, namespace_id=ns_of[object_id])
             new.append(row)
@@ -219,4 +220,6 @@ def _write(folded: dict, ns_of: dict) -> int:
     # An object's waste changed without an injection or a signal, which is how the hourly
     # rollup finds them between runs: its namespace is read live until the next run.
     window_rollup.forget_namespaces(moved)
+    # The same for the aggregate sums the rollup counted (feedback.aggregate_sums).
+    window_rollup.forget_aggregates(recount)
     return len(new) + len(update)

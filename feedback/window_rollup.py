@@ -15,10 +15,16 @@ An object's usage ratio moves only with its injections and used signals, so betw
 objects that may have changed state are those with an injection or used signal beyond the mark:
 a read compares only those with the set (``feedback.window_sums`` names the parts).
 
+The same run counts every aggregate (:class:`AggregateMember`, one row per object as counted,
+and :class:`AggregateBin`, their sums per namespace and usage bin: ``feedback.aggregate_sums``):
+the overview's usage histogram and the all-time injection sums read those sums, minus the objects
+that may have changed since (rows beyond the mark, or a DEPRECATED state other than the one
+counted) as counted, plus the same objects as they are now.
+
 Nothing here can give a number the live computation would not: rows beyond the mark are read
 live ("late"), a retention pass that deletes rows the hours hold puts a *floor* under them (the
 hours before it are computed live until the next run recomputes them), an aggregate rebuild does
-the same for the whole namespace, and without a mark everything is live.
+the same for the whole namespace (and its aggregate sums), and without a mark everything is live.
 """
 
 from __future__ import annotations
@@ -28,12 +34,26 @@ from datetime import UTC, datetime
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count, Exists, F, IntegerField, Max, OuterRef, Q, Sum, Value
-from django.db.models.functions import Coalesce, Trunc
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, Floor, Least, Trunc
 
-from feedback import window_sums
+from feedback import aggregate_sums, window_sums
+from feedback.aggregate_sums import USAGE_BINS, BinSums, Member
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
+    AggregateBin,
+    AggregateMember,
     FeedbackAggregate,
     InjectionEvent,
     SessionNamespace,
@@ -44,14 +64,17 @@ from feedback.models import (
 )
 from feedback.window_sums import Sums, ceil_hour, floor_hour
 from rms import store
-from rms.models import Namespace
-from rms.policy import USED_SIGNALS
+from rms.models import MemoryObject, Namespace
+from rms.policy import DEPRECATED, USED_SIGNALS
 
 LOCK = "rms:window-rollup"
 LOCK_SECONDS = 3600
 #: Objects whose wasteful state changed since the last run are folded into the hours up to this
 #: many; beyond it (the first run after a rebuild, say) the hours are recomputed from the rows.
 FOLD_MAX = 20_000
+#: Objects changed since the run beyond which a read of the aggregate sums scans the aggregates
+#: instead (the correction costs ≈ 30 µs an object, the two scans ≈ 80 ms at 100k objects).
+RECOUNT_MAX = 3000
 #: A floor that keeps a whole namespace live until the next run (``forget_namespaces``).
 EVERYTHING = datetime(9999, 1, 1, tzinfo=UTC)
 #: The mark of a first run still under way: no hour is rolled up.
@@ -146,16 +169,223 @@ def lifetime_injection_part(namespace_ids):
     )
 
 
+def usage_part(namespace_ids):
+    """The live form of the usage histogram (SPEC §10, §8): the active aggregates with ≥ 1
+    injection by (namespace, usage bin), with Σ usage ratio, count and review-queue count (the
+    rules of ``feedback.aggregate_sums``, in SQL). The DEPRECATED exclusion is an ``IN
+    (subquery)`` over the few deprecated ids rather than a join of every aggregate to its
+    object."""
+    return (
+        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids, total_injections__gte=1)
+        .exclude(object_id__in=Subquery(_deprecated_ids(namespace_ids)))
+        .annotate(bin=Least(Floor(F("usage_ratio") * USAGE_BINS), Value(USAGE_BINS - 1.0)))
+        .values("namespace_id", "bin")
+        .annotate(
+            total=Sum("usage_ratio"),
+            n=Count("pk"),
+            queue=Count(
+                "pk",
+                filter=Q(
+                    usage_ratio__lt=aggregate_sums.REVIEW_USAGE_BELOW,
+                    total_injections__gte=aggregate_sums.REVIEW_MIN_INJECTIONS,
+                ),
+            ),
+        )
+        .values_list("namespace_id", "bin", "total", "n", "queue")
+        .order_by("namespace_id", "bin")
+    )
+
+
+def _deprecated_ids(namespace_ids):
+    return MemoryObject.objects.filter(
+        namespace_id__in=namespace_ids, epistemic_type=DEPRECATED
+    ).values("pk")
+
+
+def aggregate_sums_live(
+    namespace_ids, *, usage: bool = True, lifetime: bool = True
+) -> aggregate_sums.Sums:
+    """The live forms (:func:`usage_part`, :func:`lifetime_injection_part`) as
+    ``{namespace id: {bin: BinSums}}``: the usage bins (with ``usage``), and the injection
+    sums in the UNCOUNTED bin (with ``lifetime``)."""
+    out: aggregate_sums.Sums = {}
+    if not namespace_ids:
+        return out
+    if usage:
+        for ns_id, b, usage_sum, n, queue in usage_part(namespace_ids):
+            bins = out.setdefault(ns_id, {})
+            k = max(0, int(b))
+            bins[k] = bins.get(k, BinSums()) + BinSums(usage_sum or 0.0, n, queue)
+    if not lifetime:
+        return out
+    for ns_id, _, _, _, n, unused, wasted in lifetime_injection_part(namespace_ids):
+        bins = out.setdefault(ns_id, {})
+        sums = BinSums(injections=n or 0, unused=unused or 0, wasted=wasted or 0)
+        bins[aggregate_sums.UNCOUNTED] = bins.get(aggregate_sums.UNCOUNTED, BinSums()) + sums
+    return out
+
+
+_MEMBER_FIELDS = (
+    "namespace_id",
+    "usage_ratio",
+    "total_injections",
+    "unused_sessions",
+    "total_token_cost",
+)
+
+
+def _touched(namespace_ids, mark: WindowRollupMark) -> set:
+    """The objects with an injection or a used signal beyond the mark: the only ones whose
+    aggregate can differ from what the last run counted (an aggregate moves with its object's
+    injections and signals, and of the signals only the used ones move a usage ratio)."""
+    return {
+        row[0]
+        for row in InjectionEvent.objects.filter(
+            namespace_id__in=namespace_ids, id__gt=mark.injection_id
+        )
+        .values_list("object_id")
+        .union(
+            SignalRecord.objects.filter(
+                namespace_id__in=namespace_ids,
+                id__gt=mark.signal_id,
+                signal_type__in=USED_SIGNALS,
+            ).values_list("object_id")
+        )
+    }
+
+
+def _recounted(namespace_ids, touched: set) -> set:
+    """``touched`` and the objects whose DEPRECATED state differs from the one counted (it moves
+    without an injection or a signal): the deprecated objects now against those counted so,
+    both small indexed sets."""
+    now = _deprecated_ids(namespace_ids)
+    newly = AggregateMember.objects.filter(
+        namespace_id__in=namespace_ids, deprecated=False, object_id__in=now
+    ).values_list("object_id")
+    undone = (
+        AggregateMember.objects.filter(namespace_id__in=namespace_ids, deprecated=True)
+        .exclude(object_id__in=now)
+        .values_list("object_id")
+    )
+    return touched | {row[0] for row in newly.union(undone)}
+
+
+def _rolled(namespace_ids, mark: WindowRollupMark | None) -> list[int]:
+    """The namespaces whose aggregate sums are read from the rollup: all but those made live
+    since its run, once a run has counted the aggregates."""
+    if mark is None or not mark.aggregates:
+        return []
+    live = set(mark.aggregates_live)
+    return [n for n in namespace_ids if n not in live]
+
+
+def _aggregate_read(
+    namespace_ids,
+    mark: WindowRollupMark | None,
+    touched,
+    *,
+    usage: bool = True,
+    lifetime: bool = True,
+) -> aggregate_sums.Sums:
+    """The aggregate sums (``feedback.aggregate_sums``) of these namespaces, inside the caller's
+    snapshot: the rolled sums corrected for the objects that may have changed since the run
+    (``touched()`` gives those with rows beyond the mark), or the live forms for a namespace the
+    rollup does not cover (no run yet, or a namespace made live since the run: only the
+    ``usage`` and ``lifetime`` parts asked for)."""
+    rolled = _rolled(namespace_ids, mark)
+    out = aggregate_sums_live(
+        [n for n in namespace_ids if n not in rolled], usage=usage, lifetime=lifetime
+    )
+    if not rolled:
+        return out
+    stored: aggregate_sums.Sums = {}
+    for ns_id, b, *values in AggregateBin.objects.filter(namespace_id__in=rolled).values_list(
+        "namespace_id", "bin", "usage_sum", "counted", "queue", "injections", "unused", "wasted"
+    ):
+        stored.setdefault(ns_id, {})[b] = BinSums(*values)
+    changed = sorted(_recounted(rolled, touched()))
+    if len(changed) > RECOUNT_MAX:
+        # Far behind the writes (beat stopped, say): the scans cost less than the correction.
+        out.update(aggregate_sums_live(rolled, usage=usage, lifetime=lifetime))
+        return out
+    counted: list = []
+    current: list = []
+    if changed:
+        # By key, in one round trip (rms.store: one array parameter per list on PostgreSQL, not
+        # a placeholder per id). The rows of namespaces read live are dropped here.
+        counted, aggs, deprecated = store.get().read(
+            [
+                store.Select(
+                    AggregateMember,
+                    where={"object_id": changed},
+                    columns=(*_MEMBER_FIELDS, "deprecated"),
+                ),
+                store.Select(
+                    FeedbackAggregate,
+                    where={"object_id": changed},
+                    columns=("object_id", *_MEMBER_FIELDS),
+                ),
+                store.Select(
+                    MemoryObject,
+                    where={"id": changed, "epistemic_type": DEPRECATED},
+                    columns=("id",),
+                ),
+            ]
+        )
+        deprecated_now = {row[0] for row in deprecated}
+        current = [(*row[1:], row[0] in deprecated_now) for row in aggs]
+    keep = set(rolled)
+    out.update(
+        aggregate_sums.corrected(
+            stored,
+            [Member._make(r) for r in counted if r[0] in keep],
+            [Member._make(r) for r in current if r[0] in keep],
+        )
+    )
+    return out
+
+
+def _once(fn):
+    """``fn()`` computed at the first call and kept (the objects touched since the mark, which
+    the window's waste correction and the aggregate sums share)."""
+    kept = []
+
+    def call():
+        if not kept:
+            kept.append(fn())
+        return kept[0]
+
+    return call
+
+
+def aggregate_sums_by_namespace(
+    namespace_ids: list[int], *, lifetime: bool = True
+) -> aggregate_sums.Sums:
+    """``{namespace id: {bin: BinSums}}``: the usage histogram and all-time injection sums of
+    the aggregates (``feedback.aggregate_sums``), equal to :func:`aggregate_sums_live`'s, read
+    from the rollup in one snapshot. Without ``lifetime`` a namespace read live skips the
+    injection sums (the rolled ones come with the bins anyway)."""
+    with store.get().snapshot():
+        mark = WindowRollupMark.objects.first()
+        return _aggregate_read(
+            namespace_ids,
+            mark,
+            _once(lambda: _touched(namespace_ids, mark)),
+            lifetime=lifetime,
+        )
+
+
 def _parts(
-    namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None, lifetime: bool
+    namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None, touched, lifetime: bool
 ) -> list:
-    """The grouped querysets whose rows add up to the window of ``p`` (module docstring); with
-    ``lifetime``, the sessions only, and the injections from the aggregates."""
+    """The grouped querysets whose rows add up to the window of ``p`` (module docstring);
+    ``touched()``: the objects with rows beyond the mark (:func:`_touched`). With
+    ``lifetime``, the sessions only (the injections come from the aggregates)."""
     ids = list(namespace_ids)
     wasteful = _wasteful_now(ids)
     scopes = SessionNamespace.objects.filter(namespace_id__in=ids)
     injections = InjectionEvent.objects.filter(namespace_id__in=ids)
-    parts = [lifetime_injection_part(ids)] if lifetime else []
+    parts = []
     for lo, hi in p.live:
         parts.append(_session_part(_range(scopes, lo, hi)))
         if not lifetime:
@@ -190,19 +420,12 @@ def _parts(
     # with an injection or a used signal beyond the mark. Their held injections' cost is added
     # (wasteful now, not in the set) or taken off (in the set, not wasteful now). Read first
     # (a few hundred ids between runs), so the probe of their injections is by object.
-    touched = {
-        row[0]
-        for row in late.values_list("object_id").union(
-            SignalRecord.objects.filter(
-                namespace_id__in=ids, id__gt=mark.signal_id, signal_type__in=USED_SIGNALS
-            ).values_list("object_id")
-        )
-    }
-    if not touched:
+    objects = touched()
+    if not objects:
         return parts
     member = Exists(WasteMember.objects.filter(object_id=OuterRef("object_id")))
     held = _range(injections.filter(id__lte=mark.injection_id), lo, hi).filter(
-        object_id__in=sorted(touched)
+        object_id__in=sorted(objects)
     )
     parts.append(
         held.annotate(now_w=wasteful, was_w=member)
@@ -240,19 +463,33 @@ def window_sums_by_namespace(
     ``feedback.selectors.session_sums`` and ``injection_sums``' windowed form, with the whole
     hours read from the rollup. In one snapshot: the mark, the objects touched since it, then
     one statement per distinct plan (one in practice: the namespaces share the mark unless a
-    floor sets one apart). ``lifetime`` (for the unbounded window): the injection sums from
-    the aggregates (:func:`lifetime_injection_part`)."""
+    floor sets one apart). ``lifetime`` (for the unbounded window): the injection sums of the
+    aggregates (:func:`lifetime_injection_part`), read from the rollup (:func:`_aggregate_read`,
+    which shares the objects touched since the mark)."""
     rows = []
     # One snapshot: the mark, the hours and the rows beyond it as of one moment (a run that
     # commits meanwhile would otherwise have its rows counted twice or not at all).
     with store.get().snapshot():
         mark = WindowRollupMark.objects.first()
+        touched = _once(lambda: _touched(namespace_ids, mark))
+        # All time: the injection sums of the aggregates, from the rollup where it covers the
+        # namespace, else the live form as one more part of the statement below.
+        extra = []
+        if lifetime:
+            rolled = _rolled(namespace_ids, mark)
+            for ns_id, bins in _aggregate_read(rolled, mark, touched).items():
+                part = aggregate_sums.lifetime(bins)
+                rows.append((ns_id, 0, 0, 0, part.injections, part.unused, part.wasted))
+            live = [n for n in namespace_ids if n not in rolled]
+            extra = [lifetime_injection_part(live)] if live else []
         through = None if mark is None or mark.through == NOTHING else mark.through
         groups: dict[window_sums.Plan, list[int]] = defaultdict(list)
         for ns_id in namespace_ids:
             groups[window_sums.plan(since, until, through, _floor(mark, ns_id))].append(ns_id)
         for p, ids in groups.items():
-            for part in store.get().grouped_sums(_parts(ids, p, mark, lifetime)):
+            parts = extra + _parts(ids, p, mark, touched, lifetime)
+            extra = []
+            for part in store.get().grouped_sums(parts):
                 rows.extend(part)
     return window_sums.merge((r[0], Sums(*(int(v or 0) for v in r[1:]))) for r in rows)
 
@@ -374,6 +611,76 @@ def _dirty_hours(mark: WindowRollupMark) -> set[datetime]:
     return found
 
 
+def _count_members() -> dict:
+    """``{object id: Member}`` of every aggregate as it is now: what this run counts (beat
+    only; read after the writers holding lower ids have ended, so every aggregate change of a
+    row up to the mark's ids is in it). The DEPRECATED ids are read apart: a read compares the
+    flags counted here with the objects' state then, so they need not be of one moment with the
+    aggregates."""
+    deprecated = set(
+        MemoryObject.objects.filter(epistemic_type=DEPRECATED).values_list("pk", flat=True)
+    )
+    return {
+        row[0]: Member(*row[1:], row[0] in deprecated)
+        for row in FeedbackAggregate.objects.values_list("object_id", *_MEMBER_FIELDS)
+        .order_by()
+        .iterator(chunk_size=10_000)
+    }
+
+
+def _members_to_write(members: dict) -> tuple[list, list]:
+    """The member rows that differ from ``members`` (to be replaced) and those whose aggregate
+    is gone: only those are written, not every object each run."""
+    stored = {
+        row[0]: Member(*row[1:])
+        for row in AggregateMember.objects.values_list("object_id", *_MEMBER_FIELDS, "deprecated")
+        .order_by()
+        .iterator(chunk_size=10_000)
+    }
+    changed = [o for o, m in members.items() if stored.get(o) != m]
+    gone = [o for o in stored if o not in members]
+    return changed, gone
+
+
+def _write_members(members: dict, changed: list, gone: list) -> None:
+    """Replace the changed member rows and every bin's sums (inside the caller's transaction)."""
+    drop = changed + gone
+    for start in range(0, len(drop), 1000):
+        AggregateMember.objects.filter(object_id__in=drop[start : start + 1000]).delete()
+    AggregateMember.objects.bulk_create(
+        [
+            AggregateMember(
+                object_id=o,
+                namespace_id=members[o].namespace_id,
+                usage_ratio=members[o].usage_ratio,
+                total_injections=members[o].total_injections,
+                unused_sessions=members[o].unused_sessions,
+                total_token_cost=members[o].total_token_cost,
+                deprecated=members[o].deprecated,
+            )
+            for o in changed
+        ],
+        batch_size=2000,
+    )
+    AggregateBin.objects.all().delete()
+    AggregateBin.objects.bulk_create(
+        [
+            AggregateBin(
+                namespace_id=ns_id,
+                bin=b,
+                usage_sum=v.usage_sum,
+                counted=v.objects,
+                queue=v.queue,
+                injections=v.injections,
+                unused=v.unused,
+                wasted=v.wasted,
+            )
+            for ns_id, bins in sorted(aggregate_sums.total(members.values()).items())
+            for b, v in sorted(bins.items())
+        ]
+    )
+
+
 def rollup(now: datetime) -> dict:
     """Bring the hourly rollup up to the hour running at ``now``: the waste set and the hours it
     changed, the dirty hours, the hours below a retention floor and the new hours. Two
@@ -411,7 +718,8 @@ def rollup(now: datetime) -> dict:
             [WasteMember(object_id=o, namespace_id=ns) for o, ns in added.items()],
             batch_size=2000,
         )
-    floors_seen = dict(WindowRollupMark.objects.get(pk=mark.pk).floors)
+    seen = WindowRollupMark.objects.get(pk=mark.pk)
+    floors_seen, live_seen = dict(seen.floors), set(seen.aggregates_live)
     if first or refold:
         ranges = [(None, None, target)]
     else:
@@ -423,13 +731,24 @@ def rollup(now: datetime) -> dict:
     sums: dict = {}
     for ns_ids, lo, hi in ranges:
         sums.update(_hour_sums(ns_ids, lo, hi, ids["injection_id"], ids["scope_id"]))
+    # Every aggregate counted again (a full count: a namespace made live since the last run is
+    # covered again, and the float sums do not drift); only the changed member rows written.
+    members = _count_members()
+    changed, gone = _members_to_write(members)
     with transaction.atomic():
         current = WindowRollupMark.objects.select_for_update().get(pk=mark.pk)
         written = _write_hours(sums, ranges)
-        # A floor the retention pass moved while this ran stays for the next run.
+        _write_members(members, changed, gone)
+        # A floor the retention pass moved while this ran stays for the next run, and so does a
+        # namespace made live after the aggregates were counted.
         floors = {ns: f for ns, f in current.floors.items() if floors_seen.get(ns) != f}
+        live = sorted(set(current.aggregates_live) - live_seen)
         WindowRollupMark.objects.filter(pk=mark.pk).update(
-            through=max(target, current.through), floors=floors, **ids
+            through=max(target, current.through),
+            floors=floors,
+            aggregates=True,
+            aggregates_live=live,
+            **ids,
         )
     return written
 
@@ -470,7 +789,10 @@ def forget(before: dict[int, datetime]) -> None:
 
 
 def forget_sessions(session_ids) -> None:
-    """``forget`` for the sessions about to be deleted (the retention pass)."""
+    """``forget`` for the sessions about to be deleted (the retention pass). A deleted
+    injection or used signal beyond the mark would take its object out of the ones a read finds
+    changed since the run (its aggregate keeps the change): its namespace is read live, hours and
+    aggregates, until the next run."""
     rows = (
         SessionNamespace.objects.filter(session_id__in=session_ids)
         .values_list("namespace_id")
@@ -478,9 +800,41 @@ def forget_sessions(session_ids) -> None:
         .order_by()
     )
     forget({ns_id: last + window_sums.TICK for ns_id, last in rows})
+    mark = WindowRollupMark.objects.select_for_update().first()
+    if mark is None:
+        return
+    moved = {
+        row[0]
+        for row in InjectionEvent.objects.filter(
+            session_id__in=session_ids, id__gt=mark.injection_id
+        )
+        .values_list("namespace_id")
+        .union(
+            SignalRecord.objects.filter(
+                feedback_session_id__in=session_ids,
+                id__gt=mark.signal_id,
+                signal_type__in=USED_SIGNALS,
+            ).values_list("namespace_id")
+        )
+    }
+    forget_namespaces(moved)
+    forget_aggregates(moved)
 
 
 def forget_namespaces(namespace_ids) -> None:
     """The waste of these namespaces' objects may have changed without an injection or a signal
     (an aggregate rebuild): they are read live until the next run."""
     forget(dict.fromkeys(namespace_ids, EVERYTHING - window_sums.HOUR))
+
+
+def forget_aggregates(namespace_ids) -> None:
+    """These namespaces' aggregates moved without an injection or a used signal beyond the mark
+    (an aggregate rebuild; the retention pass deleting such rows): their aggregate sums are
+    read live until the next run. Call it in the transaction that makes the change."""
+    if not namespace_ids:
+        return
+    mark = WindowRollupMark.objects.select_for_update().first()
+    if mark is None:
+        return
+    live = sorted(set(mark.aggregates_live) | set(namespace_ids))
+    WindowRollupMark.objects.filter(pk=mark.pk).update(aggregates_live=live)

@@ -270,7 +270,8 @@ def retrieval_rollup() -> dict:
 @shared_task(name=enqueue.WINDOW_ROLLUP, **TASK_OPTIONS)
 def window_rollup() -> dict:
     """Beat, every RMS_WINDOW_ROLLUP_EVERY s: ``feedback.window_rollup.rollup_all`` (the hourly
-    metric sums of the finished hours; recomputes whole hours, so idempotent)."""
+    metric sums of the finished hours and the count of every aggregate; recomputes whole hours
+    and counts again, so idempotent)."""
     from django.utils import timezone
 
     from feedback import window_rollup

@@ -12,20 +12,19 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import close_old_connections, connection, connections
-from django.db.models import Count, F, Max, Q, Subquery, Sum, Value
+from django.db.models import Count, F, Max, Subquery, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, Least, Trunc
 from django.utils import timezone
 
-from feedback import metrics
+from feedback import aggregate_sums, metrics, window_rollup
 from feedback import selectors as feedback_selectors
+from feedback.aggregate_sums import USAGE_BINS
 from feedback.metrics import METRIC_NAMES
 from feedback.models import (
     Alert,
-    FeedbackAggregate,
     MetricSnapshot,
 )
-from feedback.selectors import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW
 from feedback.snapshots import SNAPSHOT_WINDOW_HOURS
 from rms import store
 from rms.models import MemoryObject, Namespace
@@ -60,7 +59,6 @@ WINDOWS: dict[str, timedelta | None] = {
 }
 DEFAULT_WINDOW = "24h"
 
-USAGE_BINS = 10
 CONFIDENCE_BINS = 20
 
 
@@ -93,12 +91,6 @@ def _window(qs, since: datetime | None):
     return qs if since is None else qs.filter(ts__gte=since)
 
 
-def _deprecated_ids(namespace_ids: list[int]):
-    return MemoryObject.objects.filter(
-        namespace_id__in=namespace_ids, epistemic_type=DEPRECATED
-    ).values("pk")
-
-
 @dataclass
 class ObjectStats:
     """What the overview needs from the objects and their aggregates, per namespace: the
@@ -113,42 +105,29 @@ class ObjectStats:
     confidence: dict[str, list[int]] = field(default_factory=dict)
 
 
-def object_stats(namespace_ids: list[int]) -> dict[int, ObjectStats]:
-    """Two scans for every namespace at once, each binned by the database:
-
-    - active aggregates with ≥ 1 injection, by (namespace, usage bin): Σ usage ratio, count and
-      review-queue count (SPEC §8, §10) — the bins sum to the namespace totals;
-    - objects by (namespace, type, confidence bin): the object count (DEPRECATED included) and
-      the confidence histogram of the active ones.
-
-    The DEPRECATED exclusion is an ``IN (subquery)`` over the few deprecated ids rather than a
-    join of every aggregate to its object.
+def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, ObjectStats]:
+    """Per namespace, from the aggregates: the usage bins of the active objects with ≥ 1
+    injection (Σ usage ratio, count, review-queue count; SPEC §8, §10), read from the rollup
+    (``feedback.window_rollup.aggregate_sums_by_namespace``; ``live``: the live scan it is
+    pinned to); and from the objects, by (namespace, type, confidence bin): the object count
+    (DEPRECATED included) and the confidence histogram of the active ones — a scan of the
+    obj_ns_type covering index, since confidence moves with nearly every operation.
     """
     out = {ns_id: ObjectStats() for ns_id in namespace_ids}
-    rows = (
-        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids, total_injections__gte=1)
-        .exclude(object_id__in=Subquery(_deprecated_ids(namespace_ids)))
-        .annotate(bin=Least(Floor(F("usage_ratio") * USAGE_BINS), Value(USAGE_BINS - 1.0)))
-        .values("namespace_id", "bin")
-        .annotate(
-            total=Sum("usage_ratio"),
-            n=Count("pk"),
-            queue=Count(
-                "pk",
-                filter=Q(
-                    usage_ratio__lt=REVIEW_USAGE_BELOW,
-                    total_injections__gte=REVIEW_MIN_INJECTIONS,
-                ),
-            ),
+    if live:
+        sums = window_rollup.aggregate_sums_live(namespace_ids, lifetime=False)
+    else:
+        sums = window_rollup.aggregate_sums_by_namespace(namespace_ids, lifetime=False)
+    for ns_id, bins in sums.items():
+        st = out[ns_id]
+        usage = aggregate_sums.usage_totals(bins)
+        st.usage_ratio_sum, st.usage_ratio_count, st.review_queue = (
+            usage.usage_sum,
+            usage.objects,
+            usage.queue,
         )
-        .order_by("namespace_id", "bin")
-    )
-    for r in rows:
-        st = out[r["namespace_id"]]
-        st.usage_ratio_sum += r["total"] or 0.0
-        st.usage_ratio_count += r["n"]
-        st.review_queue += r["queue"]
-        st.usage[max(0, int(r["bin"]))] += r["n"]
+        for b in range(USAGE_BINS):
+            st.usage[b] = bins[b].objects if b in bins else 0
     rows = (
         MemoryObject.objects.filter(namespace_id__in=namespace_ids)
         .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
@@ -186,7 +165,7 @@ def metric_inputs_by_namespace(
     namespace_ids: list[int], since: datetime | None
 ) -> dict[int, metrics.MetricInputs]:
     """``feedback.selectors.metric_inputs`` for many namespaces at once (a test pins the
-    equality): four grouped queries whatever the number of namespaces."""
+    equality): the same few queries whatever the number of namespaces."""
     stats = object_stats(namespace_ids)
     windows = window_stats(namespace_ids, since)
     return {ns_id: metric_inputs_of(stats[ns_id], windows[ns_id]) for ns_id in namespace_ids}
@@ -266,7 +245,7 @@ def namespace_health(
 ) -> tuple[list, datetime]:
     """The four metrics of every namespace over ``window``, with object and queue counts.
 
-    Four grouped queries whatever the number of namespaces, cached in two parts (the object
+    The same few queries whatever the number of namespaces, cached in two parts (the object
     statistics do not depend on the window, so switching windows reuses them); ``refresh``
     recomputes the window part. Returns (health list, when the older part was computed).
     """

@@ -9,11 +9,12 @@ import uuid
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 
-from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
 from django.db.models.functions import Trunc, TruncDate
 from django.utils import timezone
 
 from feedback import (
+    aggregate_sums,
     aggregates,
     metrics,
     retrieval,
@@ -23,6 +24,7 @@ from feedback import (
     window_rollup,
 )
 from feedback import window_sums as window_sums_module
+from feedback.aggregate_sums import REVIEW_MIN_INJECTIONS, REVIEW_USAGE_BELOW
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     Alert,
@@ -139,19 +141,16 @@ def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> met
 
 
 def metric_inputs(namespace, since: datetime | None = None, until: datetime | None = None):
-    """The raw sums of the four metrics of one namespace: the usage ratios, then the window's
+    """The raw sums of the four metrics of one namespace: the usage ratios (the aggregate sums
+    of the rollup, ``feedback.window_rollup.aggregate_sums_by_namespace``), then the window's
     sums (``window_sums``)."""
-    active = FeedbackAggregate.objects.filter(namespace=namespace, total_injections__gte=1).exclude(
-        object_id__in=Subquery(
-            MemoryObject.objects.filter(namespace=namespace, epistemic_type=DEPRECATED).values("pk")
-        )
-    )
-    usage = active.aggregate(total=Sum("usage_ratio"), n=Count("pk"))
     ids = [namespace.pk]
+    bins = window_rollup.aggregate_sums_by_namespace(ids, lifetime=False).get(namespace.pk, {})
+    usage = aggregate_sums.usage_totals(bins)
     sessions, injections = window_sums(ids, since, until)
     return inputs_from(
-        usage["total"],
-        usage["n"],
+        usage.usage_sum,
+        usage.objects,
         sessions.get(namespace.pk, {}),
         injections.get(namespace.pk, {}),
     )
@@ -392,9 +391,6 @@ def retrieval_quality_gauges():
 
 
 # --- review queue (SPEC §8) ------------------------------------------------------------------
-
-REVIEW_USAGE_BELOW = 0.10
-REVIEW_MIN_INJECTIONS = 20
 
 
 def review_queue(namespace):
