@@ -110,14 +110,25 @@ def anon_api():
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _close_overview_side_connection(django_db_setup, django_db_blocker):
-    """The overview may open a second connection on its own thread (dashboard.selectors); close
-    it before pytest-django drops the test database."""
+def _test_database_released(django_db_setup, django_db_blocker):
+    """Nothing may hold the test database when pytest-django drops it. The overview opens
+    connections on its own threads (dashboard.selectors): closed here. The live server's request
+    threads are daemons; one still serving when the browser went away ends without closing its
+    connection: on PostgreSQL its session is ended here."""
     yield
+    from django.db import connection
+
     from dashboard import selectors
 
     with django_db_blocker.unblock():
         selectors.close_side_connection()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            connection.close()
 
 
 @pytest.fixture(autouse=True)
