@@ -171,11 +171,13 @@ class Store(ABC):
         beyond: int,
         namespaces: Sequence[str] | None = None,
         before: datetime | None = None,
+        limit: int | None = None,
     ) -> list[tuple[str, uuid.UUID]]:
         """``(namespace, object id)`` of the operations that change an object's state
         (``events.OBJECT_STATE_OPS``) at or beyond ``beyond``, a :meth:`release_bound`: a
         superset of the objects changed since the snapshot of a read that followed that
-        bound. Of ``namespaces`` (names) only, with ``before`` of an older ``ts`` only."""
+        bound. Of ``namespaces`` (names) only, with ``before`` of an older ``ts`` only; with
+        ``limit``, the pairs of at most that many operations (repeats kept), else distinct."""
 
     @abstractmethod
     def change_rows(

@@ -161,12 +161,15 @@ def state_changes(
     beyond: int,
     namespaces: Sequence[str] | None,
     before: datetime | None,
+    limit: int | None = None,
     cast: str = "",
 ) -> list[tuple[str, uuid.UUID]]:
     """``(namespace, target id)`` of the object-state operations at or beyond ``beyond`` in
     ``position`` (a release bound: PostgreSQL ``txid``, elsewhere ``seq``), of ``namespaces``
     (``op_change_ns``) or of any (``op_change_feed``), and with ``before`` older than it;
-    ``cast`` turns the bound parameter into the position's type."""
+    ``cast`` turns the bound parameter into the position's type. With ``limit``: at most that
+    many operations' pairs, repeats kept (a reader past it scans instead; without the limit
+    every row beyond the bound would be read first, ≈ 30 µs each)."""
     where = [STATE_PREDICATE, f"{position} >= %s{cast}"]
     params: list = [str(beyond) if cast else beyond]
     if namespaces is not None:
@@ -177,7 +180,11 @@ def state_changes(
     if before is not None:
         where.append("ts < %s")
         params.append(before)
-    sql = f"SELECT DISTINCT namespace, target_id FROM {op_table()} WHERE {' AND '.join(where)}"
+    sql = f"SELECT {'' if limit else 'DISTINCT '}namespace, target_id FROM {op_table()} "
+    sql += "WHERE " + " AND ".join(where)
+    if limit:
+        sql += " LIMIT %s"
+        params.append(limit)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(ns, _uuid(target)) for ns, target in cursor.fetchall()]

@@ -525,9 +525,9 @@ class PostgresStore(Store):
     def release_bound(self) -> int:
         return pgfeed.horizon()
 
-    def state_changes(self, beyond, namespaces=None, before=None):
+    def state_changes(self, beyond, namespaces=None, before=None, limit=None):
         # The horizon as text to xid8 (as the feed's pages compare it).
-        return feed.state_changes("txid", beyond, namespaces, before, cast="::text::xid8")
+        return feed.state_changes("txid", beyond, namespaces, before, limit, cast="::text::xid8")
 
     def change_rows(
         self, after, *, below, limit, op_types, namespaces, as_json=False, deployment=None
