@@ -26,7 +26,7 @@ from feedback.models import (
     WindowRollupMark,
 )
 from feedback.window_rollup import lifetime_injection_part
-from rms import events, explain, services
+from rms import events, explain, services, store
 from rms.models import Namespace, Operation
 from rms.replay import iso
 from tests.dashboard.conftest import T0, record, session_body
@@ -596,8 +596,24 @@ def test_far_behind_the_writes_the_object_read_scans_and_still_equals(ns, admin,
     monkeypatch.setattr(
         window_rollup, "object_counts_live", lambda ids: scans.append(list(ids)) or live(ids)
     )
-    monkeypatch.setattr(window_rollup, "RECOUNT_MAX", 1)
+    monkeypatch.setattr(window_rollup, "OBJECT_OPS_MAX", 3)
     window_rollup.object_sums_by_namespace([support])
     assert scans == [[], [support]]
     monkeypatch.undo()
     assert_objects_equal_live([support])
+
+
+def test_state_changes_name_the_objects_changed_beyond_a_release_bound(ns, admin):
+    writer = make_client("w", "client", ["support"])[0]
+    a, b = objects(writer, 2)
+    bound = store.get().release_bound()
+    services.object_pin(client=admin, object_id=a.pk, reason="ok", confidence=0.4)
+    record(writer, session_body("s0", [(b.pk, 10)]))  # an injection: no object-state operation
+    found = store.get().state_changes(bound, ["support"])
+    assert ("support", a.pk) in found
+    if connection.vendor == "sqlite":  # on PostgreSQL the test's own transaction is running
+        assert found == [("support", a.pk)]
+    assert store.get().state_changes(bound, ["billing"]) == []
+    assert len(store.get().state_changes(bound, ["support"], limit=1)) == 1
+    assert store.get().state_changes(bound, before=T0 - timedelta(days=2)) == []
+    assert ("support", a.pk) in store.get().state_changes(bound, before=NOW + timedelta(days=999))
