@@ -19,7 +19,10 @@ The same run counts every aggregate (:class:`AggregateMember`, one row per objec
 and :class:`AggregateBin`, their sums per namespace and usage bin: ``feedback.aggregate_sums``):
 the overview's usage histogram and the all-time injection sums read those sums, minus the objects
 that may have changed since (rows beyond the mark, or a DEPRECATED state other than the one
-counted) as counted, plus the same objects as they are now.
+counted) as counted, plus the same objects as they are now. Likewise every object
+(:class:`ObjectMember`, :class:`ObjectBin`: the overview's object count and confidence
+histogram), corrected for the objects with an object-state operation at or beyond the store's
+release bound read before the count (``objects_bound``).
 
 Nothing here can give a number the live computation would not: rows beyond the mark are read
 live ("late"), a retention pass that deletes rows the hours hold puts a *floor* under them (the

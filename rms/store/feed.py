@@ -179,7 +179,7 @@ def state_changes(
         params.extend(namespaces)
     if before is not None:
         where.append("ts < %s")
-        params.append(before)
+        params.append(connection.ops.adapt_datetimefield_value(before))
     sql = f"SELECT {'' if limit else 'DISTINCT '}namespace, target_id FROM {op_table()} "
     sql += "WHERE " + " AND ".join(where)
     if limit:
