@@ -6,7 +6,9 @@ the wasteful objects').
 Pure: plain values in, plain values out (no Django). One object's share is a function of its
 aggregate's values and whether it is DEPRECATED (:func:`contribution`); the live SQL forms
 (``feedback.selectors.usage_bins``, ``feedback.window_rollup.lifetime_injection_part``) follow
-the same rules, and a test pins them together. ``feedback.window_rollup`` keeps the sums of
+the same rules, and a test pins them together. The overview's object count and confidence
+histogram are counts by (namespace, epistemic type, confidence bin) (:func:`confidence_bin`),
+kept and corrected the same way. ``feedback.window_rollup`` keeps the sums of
 every object as its last run counted them and corrects them at read time for the objects that
 may have changed since (the rolled sums, minus those objects as counted, plus them as they are).
 """
@@ -139,6 +141,42 @@ def corrected(stored: Sums, counted: Iterable[Member], current: Iterable[Member]
     for (ns_id, b), sums in acc.items():
         out.setdefault(ns_id, {})[b] = BinSums(*sums)
     return out
+
+
+# --- the objects: count and confidence histogram -------------------------------------------------
+
+#: The confidence histogram's bins: [0, 0.05), …, [0.95, 1.0].
+CONFIDENCE_BINS = 20
+
+#: An object as the overview counts it: (namespace id, epistemic type, confidence bin).
+ObjectKey = tuple[int, str, int]
+ObjectCounts = dict[ObjectKey, int]
+
+
+def confidence_bin(confidence: float) -> int:
+    """The confidence histogram bin (the last bin holds 1.0), as the live SQL bins it:
+    ``LEAST(FLOOR(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1)``, at least 0."""
+    return max(0, min(math.floor(confidence * CONFIDENCE_BINS), CONFIDENCE_BINS - 1))
+
+
+def object_counts(keys: Iterable[ObjectKey]) -> ObjectCounts:
+    """How many objects of each key (what a rollup run stores)."""
+    out: ObjectCounts = {}
+    for k in keys:
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def objects_corrected(
+    stored: ObjectCounts, counted: Iterable[ObjectKey], current: Iterable[ObjectKey]
+) -> ObjectCounts:
+    """The counts now: ``stored`` (a run's) minus the objects that may have changed as the run
+    counted them plus the same objects as they are (a new object was not counted)."""
+    out = dict(stored)
+    for sign, keys in ((-1, counted), (1, current)):
+        for k in keys:
+            out[k] = out.get(k, 0) + sign
+    return {k: n for k, n in out.items() if n}
 
 
 def lifetime(bins: dict[int, BinSums]) -> BinSums:

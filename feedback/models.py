@@ -405,6 +405,10 @@ class WindowRollupMark(models.Model):
     #: Namespaces whose aggregates moved since that run without an injection or a used signal
     #: to show it (a rebuild; the retention pass deleting such rows): read live until the next.
     aggregates_live = models.JSONField(default=list)
+    #: The store's release bound (``rms.store``) read before that run counted the objects
+    #: (:class:`ObjectMember`): every object changed since has an object-state operation at or
+    #: beyond it. Null before the first run that counted them (their statistics read live).
+    objects_bound = models.BigIntegerField(null=True)
 
     def __str__(self) -> str:
         return f"window rollup through {self.through}"
@@ -464,3 +468,42 @@ class AggregateBin(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace_id} bin {self.bin}"
+
+
+class ObjectMember(models.Model):
+    """An object's (namespace, epistemic type, confidence bin) as the rollup's last run counted
+    it (``feedback.aggregate_sums.object_key``): :class:`ObjectBin` holds the counts of exactly
+    these rows; a read takes an object that may have changed since out as counted here and
+    adds it back as it is now."""
+
+    object = models.OneToOneField(
+        MemoryObject, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    namespace = models.ForeignKey(
+        Namespace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    epistemic_type = models.CharField(max_length=16)
+    bin = models.SmallIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.object_id} as counted"
+
+
+class ObjectBin(models.Model):
+    """The number of :class:`ObjectMember` rows of one namespace, epistemic type and confidence
+    bin: the overview's object count and confidence histogram."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+")
+    epistemic_type = models.CharField(max_length=16)
+    bin = models.SmallIntegerField()
+    counted = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "epistemic_type", "bin"], name="object_bin_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_id} {self.epistemic_type} bin {self.bin}"

@@ -344,6 +344,8 @@ def _finish(
                     rows += _rows_of(archives[name], entry, held, inside=True)
             _store_checkpoints(name, kept[name].latest)
             _delete(rows, sessions)
+        if ready:
+            window_rollup.forget_state_operations(max(part.hi for part in ready))
         for part in ready:
             partitions.drop(connection, part, names, TARGETS)
     return len(ready)
@@ -376,6 +378,10 @@ def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
     partitioned log a ``seq`` alone probes every partition's key, the range only those that
     can hold the chunk (rows in ``(ts, seq)`` order lie in one or two)."""
     rows = sorted(rows)
+    if rows:
+        window_rollup.forget_state_operations(
+            datetime.fromisoformat(rows[-1][0]) + timedelta(microseconds=1)
+        )
     for start in range(0, len(rows), DELETE_CHUNK):
         chunk = rows[start : start + DELETE_CHUNK]
         Operation.objects.filter(

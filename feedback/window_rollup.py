@@ -19,7 +19,10 @@ The same run counts every aggregate (:class:`AggregateMember`, one row per objec
 and :class:`AggregateBin`, their sums per namespace and usage bin: ``feedback.aggregate_sums``):
 the overview's usage histogram and the all-time injection sums read those sums, minus the objects
 that may have changed since (rows beyond the mark, or a DEPRECATED state other than the one
-counted) as counted, plus the same objects as they are now.
+counted) as counted, plus the same objects as they are now. Likewise every object
+(:class:`ObjectMember`, :class:`ObjectBin`: the overview's object count and confidence
+histogram), corrected for the objects with an object-state operation at or beyond the store's
+release bound read before the count (``objects_bound``).
 
 Nothing here can give a number the live computation would not: rows beyond the mark are read
 live ("late"), a retention pass that deletes rows the hours hold puts a *floor* under them (the
@@ -49,13 +52,15 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Floor, Least, Trunc
 
 from feedback import aggregate_sums, window_sums
-from feedback.aggregate_sums import USAGE_BINS, BinSums, Member
+from feedback.aggregate_sums import CONFIDENCE_BINS, USAGE_BINS, BinSums, Member
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
     AggregateBin,
     AggregateMember,
     FeedbackAggregate,
     InjectionEvent,
+    ObjectBin,
+    ObjectMember,
     SessionNamespace,
     SignalRecord,
     WasteMember,
@@ -75,6 +80,10 @@ FOLD_MAX = 20_000
 #: Objects changed since the run beyond which a read of the aggregate sums scans the aggregates
 #: instead (the correction costs ≈ 30 µs an object, the two scans ≈ 80 ms at 100k objects).
 RECOUNT_MAX = 3000
+#: Object-state operations beyond the run's release bound up to which a read of the object
+#: counts corrects them (≈ 15 µs an object, plus the operations' read), and beyond which it
+#: scans the objects instead (≈ 25 ms at 100k objects).
+OBJECT_OPS_MAX = 1500
 #: A floor that keeps a whole namespace live until the next run (``forget_namespaces``).
 EVERYTHING = datetime(9999, 1, 1, tzinfo=UTC)
 #: The mark of a first run still under way: no hour is rolled up.
@@ -373,6 +382,98 @@ def aggregate_sums_by_namespace(
             _once(lambda: _touched(namespace_ids, mark)),
             lifetime=lifetime,
         )
+
+
+def object_counts_live(namespace_ids) -> aggregate_sums.ObjectCounts:
+    """The live form of the object counts by (namespace, epistemic type, confidence bin)
+    (``feedback.aggregate_sums.confidence_bin`` in SQL): a scan of the obj_ns_type covering
+    index."""
+    out: aggregate_sums.ObjectCounts = {}
+    if not namespace_ids:
+        return out
+    rows = (
+        MemoryObject.objects.filter(namespace_id__in=namespace_ids)
+        .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
+        .values_list("namespace_id", "epistemic_type", "bin")
+        .annotate(n=Count("*"))  # answered from the obj_ns_type covering index
+        .order_by()
+    )
+    for ns_id, kind, b, n in rows:
+        key = (ns_id, kind, max(0, int(b)))
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def _object_key(namespace_id: int, epistemic_type: str, confidence: float):
+    return (namespace_id, epistemic_type, aggregate_sums.confidence_bin(confidence))
+
+
+def _object_read(namespace_ids, mark: WindowRollupMark | None) -> aggregate_sums.ObjectCounts:
+    """The object counts of these namespaces, inside the caller's snapshot: the rolled counts
+    corrected for the objects with an object-state operation at or beyond the run's release
+    bound (every object changed or created since its count has one: ``rms.store``'s
+    ``state_changes``, over the change feed's index), or the live form for a namespace the
+    rollup does not cover (no run has counted the objects yet, or made live since the run)."""
+    rolled = _rolled(namespace_ids, mark) if mark and mark.objects_bound is not None else []
+    out = object_counts_live([n for n in namespace_ids if n not in rolled])
+    if not rolled:
+        return out
+    names = list(Namespace.objects.filter(pk__in=rolled).values_list("name", flat=True))
+    found = store.get().state_changes(mark.objects_bound, names, limit=OBJECT_OPS_MAX)
+    changed = sorted({obj for _, obj in found})
+    if len(found) >= OBJECT_OPS_MAX:
+        # Far behind the writes (beat stopped, say): the scan costs less than the correction.
+        out.update(object_counts_live(rolled))
+        return out
+    selects = [
+        store.Select(
+            ObjectBin,
+            where={"namespace_id": rolled},
+            columns=("namespace_id", "epistemic_type", "bin", "counted"),
+        )
+    ]
+    if changed:
+        # By key, in the same round trip (one array parameter per list on PostgreSQL).
+        selects += [
+            store.Select(
+                ObjectMember,
+                where={"object_id": changed},
+                columns=("namespace_id", "epistemic_type", "bin"),
+            ),
+            store.Select(
+                MemoryObject,
+                where={"id": changed},
+                columns=("namespace_id", "epistemic_type", "confidence"),
+            ),
+        ]
+    bins, counted, current = [*store.get().read(selects), [], []][:3]
+    keep = set(rolled)
+    out.update(
+        aggregate_sums.objects_corrected(
+            {(ns_id, kind, b): n for ns_id, kind, b, n in bins},
+            [tuple(r) for r in counted if r[0] in keep],
+            [_object_key(*r) for r in current if r[0] in keep],
+        )
+    )
+    return out
+
+
+def object_sums_by_namespace(
+    namespace_ids: list[int],
+) -> tuple[aggregate_sums.Sums, aggregate_sums.ObjectCounts]:
+    """What the overview's object statistics read, in one snapshot (one mark): the aggregate
+    sums of :func:`aggregate_sums_by_namespace` without the injection sums of a namespace read
+    live, and the object counts by (namespace, epistemic type, confidence bin), equal to
+    :func:`object_counts_live`'s."""
+    with store.get().snapshot():
+        mark = WindowRollupMark.objects.first()
+        sums = _aggregate_read(
+            namespace_ids,
+            mark,
+            _once(lambda: _touched(namespace_ids, mark)),
+            lifetime=False,
+        )
+        return sums, _object_read(namespace_ids, mark)
 
 
 def _parts(
@@ -681,6 +782,51 @@ def _write_members(members: dict, changed: list, gone: list) -> None:
     )
 
 
+def _count_objects() -> dict:
+    """``{object id: (namespace id, epistemic type, confidence bin)}`` of every object as it is
+    now (beat only; the release bound is read before it)."""
+    return {
+        row[0]: _object_key(*row[1:])
+        for row in MemoryObject.objects.values_list(
+            "pk", "namespace_id", "epistemic_type", "confidence"
+        )
+        .order_by()
+        .iterator(chunk_size=10_000)
+    }
+
+
+def _write_objects(keys: dict) -> None:
+    """Replace the object member rows that differ from ``keys`` (and those of objects gone) and
+    every object bin (inside the caller's transaction)."""
+    stored = {
+        row[0]: tuple(row[1:])
+        for row in ObjectMember.objects.values_list(
+            "object_id", "namespace_id", "epistemic_type", "bin"
+        )
+        .order_by()
+        .iterator(chunk_size=10_000)
+    }
+    changed = [o for o, k in keys.items() if stored.get(o) != k]
+    drop = changed + [o for o in stored if o not in keys]
+    for start in range(0, len(drop), 1000):
+        ObjectMember.objects.filter(object_id__in=drop[start : start + 1000]).delete()
+    ObjectMember.objects.bulk_create(
+        [
+            ObjectMember(object_id=o, namespace_id=ns_id, epistemic_type=kind, bin=b)
+            for o in changed
+            for ns_id, kind, b in (keys[o],)
+        ],
+        batch_size=2000,
+    )
+    ObjectBin.objects.all().delete()
+    ObjectBin.objects.bulk_create(
+        [
+            ObjectBin(namespace_id=ns_id, epistemic_type=kind, bin=b, counted=n)
+            for (ns_id, kind, b), n in sorted(aggregate_sums.object_counts(keys.values()).items())
+        ]
+    )
+
+
 def rollup(now: datetime) -> dict:
     """Bring the hourly rollup up to the hour running at ``now``: the waste set and the hours it
     changed, the dirty hours, the hours below a retention floor and the new hours. Two
@@ -735,10 +881,15 @@ def rollup(now: datetime) -> dict:
     # covered again, and the float sums do not drift); only the changed member rows written.
     members = _count_members()
     changed, gone = _members_to_write(members)
+    # The objects likewise, after the release bound: every object change the count misses
+    # has an object-state operation at or beyond it (its transaction had not ended).
+    bound = store.get().release_bound()
+    objects = _count_objects()
     with transaction.atomic():
         current = WindowRollupMark.objects.select_for_update().get(pk=mark.pk)
         written = _write_hours(sums, ranges)
         _write_members(members, changed, gone)
+        _write_objects(objects)
         # A floor the retention pass moved while this ran stays for the next run, and so does a
         # namespace made live after the aggregates were counted.
         floors = {ns: f for ns, f in current.floors.items() if floors_seen.get(ns) != f}
@@ -748,6 +899,7 @@ def rollup(now: datetime) -> dict:
             floors=floors,
             aggregates=True,
             aggregates_live=live,
+            objects_bound=bound,
             **ids,
         )
     return written
@@ -838,3 +990,20 @@ def forget_aggregates(namespace_ids) -> None:
         return
     live = sorted(set(mark.aggregates_live) | set(namespace_ids))
     WindowRollupMark.objects.filter(pk=mark.pk).update(aggregates_live=live)
+
+
+def forget_state_operations(before: datetime) -> None:
+    """The retention pass is about to delete operations older than ``before``. An object-state
+    operation at or beyond the last run's release bound among them would take its object out
+    of those a read of the object counts finds changed (the object keeps the change): its
+    namespace is read live until the next run (``forget_aggregates``). Those are operations
+    written since the run with an old ``ts``, so normally none. Call it in the transaction that
+    deletes them."""
+    mark = WindowRollupMark.objects.select_for_update().first()
+    if mark is None or mark.objects_bound is None:
+        return
+    names = {ns for ns, _ in store.get().state_changes(mark.objects_bound, before=before)}
+    if names:
+        forget_aggregates(
+            list(Namespace.objects.filter(name__in=names).values_list("pk", flat=True))
+        )

@@ -157,6 +157,19 @@ V1_TYPES: tuple[str, ...] = tuple(t for t in FEED_TYPES if t not in OPT_IN_TYPES
 CHANGE_OPS: tuple[str, ...] = tuple(sorted(set(TYPE_OPS.values())))
 #: The operations behind the v1 types: what "all" reads, and an object's page lists.
 V1_CHANGE_OPS: tuple[str, ...] = tuple(sorted({TYPE_OPS[t] for t in V1_TYPES}))
+#: The operations that change an object's state (confidence, epistemic type, pin, condition)
+#: or create it: every write of those fields goes with one of them, in its transaction (the
+#: replay folds exactly these). All are v1 change operations, so the feed's partial indexes hold
+#: them (the object statistics rollup finds the objects changed since its run through them).
+OBJECT_STATE_OPS: tuple[str, ...] = (
+    "CONDITION_CHANGED",
+    "EPISTEMIC_TRANSITION",
+    "OBJECT_CREATED",
+    "PENALTY",
+    "PIN",
+    "REINFORCE",
+    "UNPIN",
+)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import close_old_connections, connection, connections
-from django.db.models import Count, F, Max, Subquery, Value
+from django.db.models import Max, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Floor, Least, Trunc
+from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from feedback import aggregate_sums, metrics, window_rollup
@@ -27,7 +27,7 @@ from feedback.models import (
 )
 from feedback.snapshots import SNAPSHOT_WINDOW_HOURS
 from rms import store
-from rms.models import MemoryObject, Namespace
+from rms.models import Namespace
 from rms.policy import DEPRECATED
 
 #: Live metrics and histograms are recomputed at most this often per (namespaces, window): at a
@@ -59,7 +59,7 @@ WINDOWS: dict[str, timedelta | None] = {
 }
 DEFAULT_WINDOW = "24h"
 
-CONFIDENCE_BINS = 20
+CONFIDENCE_BINS = aggregate_sums.CONFIDENCE_BINS
 
 
 # --- namespace health (SPEC §10) ----------------------------------------------------------------
@@ -107,17 +107,18 @@ class ObjectStats:
 
 def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, ObjectStats]:
     """Per namespace, from the aggregates: the usage bins of the active objects with ≥ 1
-    injection (Σ usage ratio, count, review-queue count; SPEC §8, §10), read from the rollup
-    (``feedback.window_rollup.aggregate_sums_by_namespace``; ``live``: the live scan it is
-    pinned to); and from the objects, by (namespace, type, confidence bin): the object count
-    (DEPRECATED included) and the confidence histogram of the active ones — a scan of the
-    obj_ns_type covering index, since confidence moves with nearly every operation.
+    injection (Σ usage ratio, count, review-queue count; SPEC §8, §10); and from the objects, by
+    (namespace, type, confidence bin): the object count (DEPRECATED included) and the confidence
+    histogram of the active ones. Both read from the rollup in one snapshot
+    (``feedback.window_rollup.object_sums_by_namespace``; ``live``: the live scans it is pinned
+    to).
     """
     out = {ns_id: ObjectStats() for ns_id in namespace_ids}
     if live:
         sums = window_rollup.aggregate_sums_live(namespace_ids, lifetime=False)
+        counts = window_rollup.object_counts_live(namespace_ids)
     else:
-        sums = window_rollup.aggregate_sums_by_namespace(namespace_ids, lifetime=False)
+        sums, counts = window_rollup.object_sums_by_namespace(namespace_ids)
     for ns_id, bins in sums.items():
         st = out[ns_id]
         usage = aggregate_sums.usage_totals(bins)
@@ -128,19 +129,11 @@ def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, O
         )
         for b in range(USAGE_BINS):
             st.usage[b] = bins[b].objects if b in bins else 0
-    rows = (
-        MemoryObject.objects.filter(namespace_id__in=namespace_ids)
-        .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
-        .values("namespace_id", "epistemic_type", "bin")
-        .annotate(n=Count("*"))  # answered from the obj_ns_type covering index
-        .order_by()
-    )
-    for r in rows:
-        st = out[r["namespace_id"]]
-        st.objects += r["n"]
-        if r["epistemic_type"] != DEPRECATED:
-            counts = st.confidence.setdefault(r["epistemic_type"], [0] * CONFIDENCE_BINS)
-            counts[max(0, int(r["bin"]))] += r["n"]
+    for (ns_id, kind, b), n in sorted(counts.items()):
+        st = out[ns_id]
+        st.objects += n
+        if kind != DEPRECATED:
+            st.confidence.setdefault(kind, [0] * CONFIDENCE_BINS)[b] += n
     return out
 
 

@@ -16,9 +16,11 @@ auto-increment column (``Operation.seq``) numbers them in that order.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, models, transaction
@@ -162,6 +164,20 @@ class Store(ABC):
         """What a feed page may release, read before the page: positions below it can no
         longer change (PostgreSQL: the transaction horizon; serialised writers: one past the
         last committed ``seq``)."""
+
+    @abstractmethod
+    def state_changes(
+        self,
+        beyond: int,
+        namespaces: Sequence[str] | None = None,
+        before: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[str, uuid.UUID]]:
+        """``(namespace, object id)`` of the operations that change an object's state
+        (``events.OBJECT_STATE_OPS``) at or beyond ``beyond``, a :meth:`release_bound`: a
+        superset of the objects changed since the snapshot of a read that followed that
+        bound. Of ``namespaces`` (names) only, with ``before`` of an older ``ts`` only; with
+        ``limit``, the pairs of at most that many operations (repeats kept), else distinct."""
 
     @abstractmethod
     def change_rows(

@@ -149,6 +149,47 @@ def _datetime(value) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+# --- the objects changed since a release bound --------------------------------------------------
+
+#: The object-state operations (``events.OBJECT_STATE_OPS``, all change operations): the change
+#: predicate first, so the partial indexes serve the read.
+STATE_PREDICATE = CHANGE_PREDICATE + " AND " + op_list(events.OBJECT_STATE_OPS)
+
+
+def state_changes(
+    position: str,
+    beyond: int,
+    namespaces: Sequence[str] | None,
+    before: datetime | None,
+    limit: int | None = None,
+    cast: str = "",
+) -> list[tuple[str, uuid.UUID]]:
+    """``(namespace, target id)`` of the object-state operations at or beyond ``beyond`` in
+    ``position`` (a release bound: PostgreSQL ``txid``, elsewhere ``seq``), of ``namespaces``
+    (``op_change_ns``) or of any (``op_change_feed``), and with ``before`` older than it;
+    ``cast`` turns the bound parameter into the position's type. With ``limit``: at most that
+    many operations' pairs, repeats kept (a reader past it scans instead; without the limit
+    every row beyond the bound would be read first, ≈ 30 µs each)."""
+    where = [STATE_PREDICATE, f"{position} >= %s{cast}"]
+    params: list = [str(beyond) if cast else beyond]
+    if namespaces is not None:
+        if not namespaces:
+            return []
+        where.append(f"namespace IN ({', '.join(['%s'] * len(namespaces))})")
+        params.extend(namespaces)
+    if before is not None:
+        where.append("ts < %s")
+        params.append(connection.ops.adapt_datetimefield_value(before))
+    sql = f"SELECT {'' if limit else 'DISTINCT '}namespace, target_id FROM {op_table()} "
+    sql += "WHERE " + " AND ".join(where)
+    if limit:
+        sql += " LIMIT %s"
+        params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(ns, _uuid(target)) for ns, target in cursor.fetchall()]
+
+
 # --- the portable form ----------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from django.db import connection, models, transaction
 
 from rms.replay import iso
-from rms.store import pgarrays, pgfeed, pgfetch
+from rms.store import feed, pgarrays, pgfeed, pgfetch
 from rms.store.base import MEMBERSHIP, Select, Store, insert_fields, json_texts
 from rms.store.fields import HashField
 
@@ -524,6 +524,10 @@ class PostgresStore(Store):
 
     def release_bound(self) -> int:
         return pgfeed.horizon()
+
+    def state_changes(self, beyond, namespaces=None, before=None, limit=None):
+        # The horizon as text to xid8 (as the feed's pages compare it).
+        return feed.state_changes("txid", beyond, namespaces, before, limit, cast="::text::xid8")
 
     def change_rows(
         self, after, *, below, limit, op_types, namespaces, as_json=False, deployment=None

@@ -154,6 +154,9 @@ class PortableStore(Store):
     def release_bound(self) -> int:
         return feed.release_bound()
 
+    def state_changes(self, beyond, namespaces=None, before=None, limit=None):
+        return feed.state_changes("seq", beyond, namespaces, before, limit)
+
     def change_rows(
         self, after, *, below, limit, op_types, namespaces, as_json=False, deployment=None
     ):

@@ -11,7 +11,7 @@ import random
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from dashboard.selectors import overview
 from feedback import aggregate_sums, rebuild, retention, window_rollup
@@ -21,11 +21,14 @@ from feedback.models import (
     AggregateMember,
     FeedbackAggregate,
     FeedbackSession,
+    ObjectBin,
+    ObjectMember,
     WindowRollupMark,
 )
 from feedback.window_rollup import lifetime_injection_part
-from rms import services
-from rms.models import Namespace
+from rms import events, explain, services, store
+from rms.models import Namespace, Operation
+from rms.replay import iso
 from tests.dashboard.conftest import T0, record, session_body
 from tests.factories import make_client, make_namespace, make_object, run_without_django
 
@@ -388,3 +391,229 @@ def test_far_behind_the_writes_the_read_scans_and_still_equals(ns, monkeypatch):
     random_sessions(writer, objs, 8, random.Random(7), T0 + timedelta(days=1), "b")
     monkeypatch.setattr(window_rollup, "RECOUNT_MAX", 1)
     assert_equal_live(ids)
+
+
+# --- the objects part: object count and confidence histogram --------------------------------------
+
+
+def assert_objects_equal_live(ids) -> dict:
+    """The object counts read from the rollup against the live scan (the object count and
+    the confidence histogram follow through ``assert_equal_live``). Returns the live counts."""
+    live = window_rollup.object_counts_live(ids)
+    _, got = window_rollup.object_sums_by_namespace(ids)
+    assert {k: n for k, n in got.items() if n} == live
+    assert_equal_live(ids)
+    return live
+
+
+def stored_objects():
+    members = sorted(
+        ObjectMember.objects.values_list("object_id", "namespace_id", "epistemic_type", "bin")
+    )
+    bins = sorted(ObjectBin.objects.values_list("namespace_id", "epistemic_type", "bin", "counted"))
+    return members, bins
+
+
+def test_a_confidence_bin_is_the_live_sqls():
+    assert aggregate_sums.confidence_bin(0.0) == 0
+    assert aggregate_sums.confidence_bin(0.049) == 0
+    assert aggregate_sums.confidence_bin(0.05) == 1
+    assert aggregate_sums.confidence_bin(0.97) == 19
+    assert aggregate_sums.confidence_bin(1.0) == 19
+    got = aggregate_sums.objects_corrected(
+        {(1, "OBSERVED", 3): 2}, [(1, "OBSERVED", 3)], [(1, "DEPRECATED", 3), (1, "OBSERVED", 9)]
+    )
+    assert got == {(1, "OBSERVED", 3): 1, (1, "DEPRECATED", 3): 1, (1, "OBSERVED", 9): 1}
+
+
+def test_object_state_operations_are_change_operations_and_the_replays():
+    # The objects a read recounts come from the change feed's index: every operation that
+    # moves an object's state is a v1 change operation (and exactly what the replay folds).
+    assert set(events.OBJECT_STATE_OPS) <= set(events.V1_CHANGE_OPS)
+    assert set(events.OBJECT_STATE_OPS) == set(explain.STATE_OP_TYPES)
+
+
+def test_random_histories_of_confidence_and_type_read_from_the_rollup_equal_the_scan(ns, admin):
+    rng = random.Random(20261207)
+    writer = make_client("w", "client", ["support", "billing"])[0]
+    objs = objects(writer, 10) + objects(writer, 5, "billing", "bill")
+    random_sessions(writer, objs, 30, rng, T0, "a")
+    ids = list(Namespace.objects.values_list("pk", flat=True))
+    window_rollup.rollup_all(NOW)
+    assert WindowRollupMark.objects.get().objects_bound is not None
+    assert ObjectMember.objects.count() == 15
+    before = assert_objects_equal_live(ids)
+    # After the run: reinforcements and penalties (bins crossed), a pin, transitions to
+    # DEPRECATED (nothing leaves it) and between types, new objects; every read equals the scan.
+    random_sessions(writer, objs[:8], 25, rng, T0 + timedelta(days=1), "b")
+    assert_objects_equal_live(ids)
+    services.object_pin(client=admin, object_id=objs[2].pk, reason="ok", confidence=0.9, ts=NOW)
+    assert_objects_equal_live(ids)
+    services.object_transition(
+        client=admin, object_id=objs[3].pk, to="DEPRECATED", reason="wrong", ts=NOW
+    )
+    services.object_transition(
+        client=admin, object_id=objs[11].pk, to="DEPRECATED", reason="wrong", ts=NOW
+    )
+    assert_objects_equal_live(ids)
+    services.object_transition(
+        client=admin, object_id=objs[4].pk, to="OBSERVED", reason="seen", ts=NOW
+    )
+    late = objects(writer, 3, prefix="late") + objects(writer, 1, "billing", "late bill")
+    after = assert_objects_equal_live(ids)
+    assert after != before
+    # The next run counts it all; a rerun writes the same rows.
+    window_rollup.rollup_all(NOW + timedelta(hours=1))
+    assert assert_objects_equal_live(ids) == after
+    rows = stored_objects()
+    assert len(rows[0]) == 15 + len(late)
+    window_rollup.rollup_all(NOW + timedelta(hours=1))
+    assert stored_objects() == rows
+    services.object_unpin(client=admin, object_id=objs[2].pk, reason="no", ts=NOW)
+    random_sessions(writer, objs, 10, rng, NOW + timedelta(hours=1), "c")
+    assert_objects_equal_live(ids)
+
+
+def test_a_penalty_moving_an_object_across_a_bin_after_the_run_moves_it_at_once(ns, admin):
+    writer = make_client("w", "client", ["support"])[0]
+    obj, other = objects(writer, 2)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    counted = assert_objects_equal_live([support])
+    # A corrected signal: the object's confidence drops (a bin, or a few), nothing else moves.
+    record(writer, session_body("s0", [(obj.pk, 40)], [(obj.pk, "CORRECTED", "explicit_user")]))
+    now = assert_objects_equal_live([support])
+    assert now != counted
+    assert sum(now.values()) == sum(counted.values()) == 2
+    obj.refresh_from_db()
+    key = (support, obj.epistemic_type, aggregate_sums.confidence_bin(obj.confidence))
+    assert now[key] >= 1
+
+
+def test_the_object_counts_come_from_the_rollup_not_a_scan(ns):
+    writer = make_client("w", "client", ["support"])[0]
+    (obj,) = objects(writer, 1)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    (key,) = window_rollup.object_counts_live([support])
+    # A stored count moved by hand shows in the read (corrected only for changed objects).
+    ObjectBin.objects.filter(namespace_id=support).update(counted=7)
+    if connection.vendor == "sqlite":
+        # Nothing changed since the run: the read is the stored count.
+        assert window_rollup.object_sums_by_namespace([support])[1] == {key: 7}
+        assert overview.object_stats([support])[support].objects == 7
+    # A write: the object is recounted, the stored count otherwise kept.
+    services.object_pin(
+        client=make_client("adm", "admin")[0], object_id=obj.pk, reason="ok", confidence=0.5
+    )
+    obj.refresh_from_db()
+    got = window_rollup.object_sums_by_namespace([support])[1]
+    assert sum(got.values()) == 7
+
+
+def test_a_change_while_the_run_counts_is_read_at_once(ns, admin, monkeypatch):
+    writer = make_client("w", "client", ["support"])[0]
+    objs = objects(writer, 4)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    count = window_rollup._count_objects
+
+    def changed_around_the_count():
+        # One change after the bound and before the count (counted), one after the count and
+        # before the mark is written (not counted: its operation is beyond the bound).
+        services.object_pin(client=admin, object_id=objs[0].pk, reason="a", confidence=0.2)
+        found = count()
+        services.object_transition(client=admin, object_id=objs[1].pk, to="DEPRECATED", reason="b")
+        return found
+
+    monkeypatch.setattr(window_rollup, "_count_objects", changed_around_the_count)
+    window_rollup.rollup_all(NOW + timedelta(hours=1))
+    monkeypatch.setattr(window_rollup, "_count_objects", count)
+    assert_objects_equal_live([support])
+    window_rollup.rollup_all(NOW + timedelta(hours=2))
+    assert_objects_equal_live([support])
+
+
+def test_before_the_objects_are_counted_the_read_is_live(ns):
+    writer = make_client("w", "client", ["support"])[0]
+    objects(writer, 3)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    # An upgraded deployment: aggregates counted by an earlier run, the objects not yet.
+    WindowRollupMark.objects.update(objects_bound=None)
+    ObjectBin.objects.update(counted=100)
+    assert_objects_equal_live([support])
+    window_rollup.rollup_all(NOW + timedelta(hours=1))
+    assert WindowRollupMark.objects.get().objects_bound is not None
+    assert_objects_equal_live([support])
+
+
+def test_a_retention_delete_of_state_operations_beyond_the_bound_makes_the_namespace_live(
+    ns, admin
+):
+    writer = make_client("w", "client", ["support"])[0]
+    objects(writer, 3)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    # An object written after the run with an old ts; the retention pass deletes its
+    # operations before the next run: the read no longer finds it changed, so the namespace
+    # is read live.
+    (old,) = objects(writer, 1, prefix="old")
+    ops = list(Operation.objects.filter(target_id=old.pk).values_list("ts", "seq"))
+    with transaction.atomic():
+        retention._delete([(iso(ts), seq) for ts, seq in ops], [])
+    assert not Operation.objects.filter(target_id=old.pk).exists()
+    assert WindowRollupMark.objects.get().aggregates_live == [support]
+    assert_objects_equal_live([support])
+    window_rollup.rollup_all(NOW + timedelta(hours=1))
+    assert WindowRollupMark.objects.get().aggregates_live == []
+    assert_objects_equal_live([support])
+
+
+def test_an_erasure_leaves_the_counts_exact(ns, admin):
+    from erasure import services as erasure_services
+
+    writer = make_client("w", "client", ["support"])[0]
+    objs = objects(writer, 3)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    body = {"subject": {"kind": "object", "id": str(objs[0].pk)}, "namespace": "support"}
+    erasure = erasure_services.request(client=admin, body=body)
+    assert erasure_services.run(erasure.pk)["state"] == "completed"
+    assert_objects_equal_live([support])
+
+
+def test_far_behind_the_writes_the_object_read_scans_and_still_equals(ns, admin, monkeypatch):
+    writer = make_client("w", "client", ["support"])[0]
+    objs = objects(writer, 4)
+    support = Namespace.objects.get(name="support").pk
+    window_rollup.rollup_all(NOW)
+    for o in objs[:3]:
+        services.object_pin(client=admin, object_id=o.pk, reason="ok", confidence=0.3)
+    objects(writer, 2, prefix="new")
+    scans = []
+    live = window_rollup.object_counts_live
+    monkeypatch.setattr(
+        window_rollup, "object_counts_live", lambda ids: scans.append(list(ids)) or live(ids)
+    )
+    monkeypatch.setattr(window_rollup, "OBJECT_OPS_MAX", 3)
+    window_rollup.object_sums_by_namespace([support])
+    assert scans == [[], [support]]
+    monkeypatch.undo()
+    assert_objects_equal_live([support])
+
+
+def test_state_changes_name_the_objects_changed_beyond_a_release_bound(ns, admin):
+    writer = make_client("w", "client", ["support"])[0]
+    a, b = objects(writer, 2)
+    bound = store.get().release_bound()
+    services.object_pin(client=admin, object_id=a.pk, reason="ok", confidence=0.4)
+    record(writer, session_body("s0", [(b.pk, 10)]))  # an injection: no object-state operation
+    found = store.get().state_changes(bound, ["support"])
+    assert ("support", a.pk) in found
+    if connection.vendor == "sqlite":  # on PostgreSQL the test's own transaction is running
+        assert found == [("support", a.pk)]
+    assert store.get().state_changes(bound, ["billing"]) == []
+    assert len(store.get().state_changes(bound, ["support"], limit=1)) == 1
+    assert store.get().state_changes(bound, before=T0 - timedelta(days=2)) == []
+    assert ("support", a.pk) in store.get().state_changes(bound, before=NOW + timedelta(days=999))
