@@ -5,7 +5,7 @@ the wasteful objects').
 
 Pure: plain values in, plain values out (no Django). One object's share is a function of its
 aggregate's values and whether it is DEPRECATED (:func:`contribution`); the live SQL forms
-(``feedback.selectors.usage_bins``, ``feedback.window_rollup.lifetime_injection_part``) follow
+(``feedback.selectors.usage_bins``, ``feedback.object_rollup.lifetime_injection_part``) follow
 the same rules, and a test pins them together. The overview's object count and confidence
 histogram are counts by (namespace, epistemic type, confidence bin) (:func:`confidence_bin`),
 kept and corrected the same way. ``feedback.window_rollup`` keeps the sums of

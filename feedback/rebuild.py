@@ -25,7 +25,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models.fields.json import KT
 
-from feedback import aggregates, window_rollup
+from feedback import aggregates, object_rollup, window_rollup
 from feedback.aggregate_sums import wasteful
 from feedback.models import FeedbackAggregate
 from rms import policy, store
@@ -221,5 +221,5 @@ def _write(folded: dict, ns_of: dict) -> int:
     # rollup finds them between runs: its namespace is read live until the next run.
     window_rollup.forget_namespaces(moved)
     # The same for the aggregate sums the rollup counted (feedback.aggregate_sums).
-    window_rollup.forget_aggregates(recount)
+    object_rollup.forget_aggregates(recount)
     return len(new) + len(update)

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from feedback import retrieval_rollup, window_rollup
+from feedback import object_rollup, retrieval_rollup, window_rollup
 from feedback.models import FeedbackSession, InjectionEvent, SessionNamespace, SignalRecord
 from rms import oplog, replay
 from rms.archive import Archive
@@ -345,7 +345,7 @@ def _finish(
             _store_checkpoints(name, kept[name].latest)
             _delete(rows, sessions)
         if ready:
-            window_rollup.forget_state_operations(max(part.hi for part in ready))
+            object_rollup.forget_state_operations(max(part.hi for part in ready))
         for part in ready:
             partitions.drop(connection, part, names, TARGETS)
     return len(ready)
@@ -379,7 +379,7 @@ def _delete(rows: list[tuple[str, int]], sessions: list[str]) -> None:
     can hold the chunk (rows in ``(ts, seq)`` order lie in one or two)."""
     rows = sorted(rows)
     if rows:
-        window_rollup.forget_state_operations(
+        object_rollup.forget_state_operations(
             datetime.fromisoformat(rows[-1][0]) + timedelta(microseconds=1)
         )
     for start in range(0, len(rows), DELETE_CHUNK):

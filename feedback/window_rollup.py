@@ -15,14 +15,8 @@ An object's usage ratio moves only with its injections and used signals, so betw
 objects that may have changed state are those with an injection or used signal beyond the mark:
 a read compares only those with the set (``feedback.window_sums`` names the parts).
 
-The same run counts every aggregate (:class:`AggregateMember`, one row per object as counted,
-and :class:`AggregateBin`, their sums per namespace and usage bin: ``feedback.aggregate_sums``):
-the overview's usage histogram and the all-time injection sums read those sums, minus the objects
-that may have changed since (rows beyond the mark, or a DEPRECATED state other than the one
-counted) as counted, plus the same objects as they are now. Likewise every object
-(:class:`ObjectMember`, :class:`ObjectBin`: the overview's object count and confidence
-histogram), corrected for the objects with an object-state operation at or beyond the store's
-release bound read before the count (``objects_bound``).
+The same run counts every aggregate and every object for the overview's object statistics and
+the all-time injection sums (``feedback.object_rollup``, read with the same mark).
 
 Nothing here can give a number the live computation would not: rows beyond the mark are read
 live ("late"), a retention pass that deletes rows the hours hold puts a *floor* under them (the
@@ -45,22 +39,16 @@ from django.db.models import (
     Max,
     OuterRef,
     Q,
-    Subquery,
     Sum,
     Value,
 )
-from django.db.models.functions import Coalesce, Floor, Least, Trunc
+from django.db.models.functions import Coalesce, Trunc
 
-from feedback import aggregate_sums, window_sums
-from feedback.aggregate_sums import CONFIDENCE_BINS, USAGE_BINS, BinSums, Member
+from feedback import aggregate_sums, object_rollup, window_sums
 from feedback.metrics import WASTE_USAGE_RATIO
 from feedback.models import (
-    AggregateBin,
-    AggregateMember,
     FeedbackAggregate,
     InjectionEvent,
-    ObjectBin,
-    ObjectMember,
     SessionNamespace,
     SignalRecord,
     WasteMember,
@@ -69,21 +57,14 @@ from feedback.models import (
 )
 from feedback.window_sums import Sums, ceil_hour, floor_hour
 from rms import store
-from rms.models import MemoryObject, Namespace
-from rms.policy import DEPRECATED, USED_SIGNALS
+from rms.models import Namespace
+from rms.policy import USED_SIGNALS
 
 LOCK = "rms:window-rollup"
 LOCK_SECONDS = 3600
 #: Objects whose wasteful state changed since the last run are folded into the hours up to this
 #: many; beyond it (the first run after a rebuild, say) the hours are recomputed from the rows.
 FOLD_MAX = 20_000
-#: Objects changed since the run beyond which a read of the aggregate sums scans the aggregates
-#: instead (the correction costs ≈ 30 µs an object, the two scans ≈ 80 ms at 100k objects).
-RECOUNT_MAX = 3000
-#: Object-state operations beyond the run's release bound up to which a read of the object
-#: counts corrects them (≈ 15 µs an object, plus the operations' read), and beyond which it
-#: scans the objects instead (≈ 25 ms at 100k objects).
-OBJECT_OPS_MAX = 1500
 #: A floor that keeps a whole namespace live until the next run (``forget_namespaces``).
 EVERYTHING = datetime(9999, 1, 1, tzinfo=UTC)
 #: The mark of a first run still under way: no hour is rolled up.
@@ -157,330 +138,11 @@ def _injection_part(qs, wasteful):
     )
 
 
-def lifetime_injection_part(namespace_ids):
-    """The injection sums of all time from the aggregates, which count every injection of
-    their object (``total_injections``), those that ended unused (``unused_sessions``) and
-    their token cost: 100k aggregate rows instead of millions of injections (and the lifetime
-    values, which the retention pass leaves)."""
-    return (
-        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids)
-        .values("namespace_id")
-        .annotate(
-            s=_ZERO,
-            c=_ZERO,
-            b=_ZERO,
-            i=Sum("total_injections"),
-            u=Sum("unused_sessions"),
-            w=Sum("total_token_cost", filter=Q(usage_ratio__lt=WASTE_USAGE_RATIO)),
-        )
-        .values_list("namespace_id", "s", "c", "b", "i", "u", "w")
-        .order_by()
-    )
-
-
-def usage_part(namespace_ids):
-    """The live form of the usage histogram (SPEC §10, §8): the active aggregates with ≥ 1
-    injection by (namespace, usage bin), with Σ usage ratio, count and review-queue count (the
-    rules of ``feedback.aggregate_sums``, in SQL). The DEPRECATED exclusion is an ``IN
-    (subquery)`` over the few deprecated ids rather than a join of every aggregate to its
-    object."""
-    return (
-        FeedbackAggregate.objects.filter(namespace_id__in=namespace_ids, total_injections__gte=1)
-        .exclude(object_id__in=Subquery(_deprecated_ids(namespace_ids)))
-        .annotate(bin=Least(Floor(F("usage_ratio") * USAGE_BINS), Value(USAGE_BINS - 1.0)))
-        .values("namespace_id", "bin")
-        .annotate(
-            total=Sum("usage_ratio"),
-            n=Count("pk"),
-            queue=Count(
-                "pk",
-                filter=Q(
-                    usage_ratio__lt=aggregate_sums.REVIEW_USAGE_BELOW,
-                    total_injections__gte=aggregate_sums.REVIEW_MIN_INJECTIONS,
-                ),
-            ),
-        )
-        .values_list("namespace_id", "bin", "total", "n", "queue")
-        .order_by("namespace_id", "bin")
-    )
-
-
-def _deprecated_ids(namespace_ids):
-    return MemoryObject.objects.filter(
-        namespace_id__in=namespace_ids, epistemic_type=DEPRECATED
-    ).values("pk")
-
-
-def aggregate_sums_live(
-    namespace_ids, *, usage: bool = True, lifetime: bool = True
-) -> aggregate_sums.Sums:
-    """The live forms (:func:`usage_part`, :func:`lifetime_injection_part`) as
-    ``{namespace id: {bin: BinSums}}``: the usage bins (with ``usage``), and the injection
-    sums in the UNCOUNTED bin (with ``lifetime``)."""
-    out: aggregate_sums.Sums = {}
-    if not namespace_ids:
-        return out
-    if usage:
-        for ns_id, b, usage_sum, n, queue in usage_part(namespace_ids):
-            bins = out.setdefault(ns_id, {})
-            k = max(0, int(b))
-            bins[k] = bins.get(k, BinSums()) + BinSums(usage_sum or 0.0, n, queue)
-    if not lifetime:
-        return out
-    for ns_id, _, _, _, n, unused, wasted in lifetime_injection_part(namespace_ids):
-        bins = out.setdefault(ns_id, {})
-        sums = BinSums(injections=n or 0, unused=unused or 0, wasted=wasted or 0)
-        bins[aggregate_sums.UNCOUNTED] = bins.get(aggregate_sums.UNCOUNTED, BinSums()) + sums
-    return out
-
-
-_MEMBER_FIELDS = (
-    "namespace_id",
-    "usage_ratio",
-    "total_injections",
-    "unused_sessions",
-    "total_token_cost",
-)
-
-
-def _touched(namespace_ids, mark: WindowRollupMark) -> set:
-    """The objects with an injection or a used signal beyond the mark: the only ones whose
-    aggregate can differ from what the last run counted (an aggregate moves with its object's
-    injections and signals, and of the signals only the used ones move a usage ratio)."""
-    return {
-        row[0]
-        for row in InjectionEvent.objects.filter(
-            namespace_id__in=namespace_ids, id__gt=mark.injection_id
-        )
-        .values_list("object_id")
-        .union(
-            SignalRecord.objects.filter(
-                namespace_id__in=namespace_ids,
-                id__gt=mark.signal_id,
-                signal_type__in=USED_SIGNALS,
-            ).values_list("object_id")
-        )
-    }
-
-
-def _recounted(namespace_ids, touched: set) -> set:
-    """``touched`` and the objects whose DEPRECATED state differs from the one counted (it moves
-    without an injection or a signal): the deprecated objects now against those counted so,
-    both small indexed sets."""
-    now = _deprecated_ids(namespace_ids)
-    newly = AggregateMember.objects.filter(
-        namespace_id__in=namespace_ids, deprecated=False, object_id__in=now
-    ).values_list("object_id")
-    undone = (
-        AggregateMember.objects.filter(namespace_id__in=namespace_ids, deprecated=True)
-        .exclude(object_id__in=now)
-        .values_list("object_id")
-    )
-    return touched | {row[0] for row in newly.union(undone)}
-
-
-def _rolled(namespace_ids, mark: WindowRollupMark | None) -> list[int]:
-    """The namespaces whose aggregate sums are read from the rollup: all but those made live
-    since its run, once a run has counted the aggregates."""
-    if mark is None or not mark.aggregates:
-        return []
-    live = set(mark.aggregates_live)
-    return [n for n in namespace_ids if n not in live]
-
-
-def _aggregate_read(
-    namespace_ids,
-    mark: WindowRollupMark | None,
-    touched,
-    *,
-    usage: bool = True,
-    lifetime: bool = True,
-) -> aggregate_sums.Sums:
-    """The aggregate sums (``feedback.aggregate_sums``) of these namespaces, inside the caller's
-    snapshot: the rolled sums corrected for the objects that may have changed since the run
-    (``touched()`` gives those with rows beyond the mark), or the live forms for a namespace the
-    rollup does not cover (no run yet, or a namespace made live since the run: only the
-    ``usage`` and ``lifetime`` parts asked for)."""
-    rolled = _rolled(namespace_ids, mark)
-    out = aggregate_sums_live(
-        [n for n in namespace_ids if n not in rolled], usage=usage, lifetime=lifetime
-    )
-    if not rolled:
-        return out
-    stored: aggregate_sums.Sums = {}
-    for ns_id, b, *values in AggregateBin.objects.filter(namespace_id__in=rolled).values_list(
-        "namespace_id", "bin", "usage_sum", "counted", "queue", "injections", "unused", "wasted"
-    ):
-        stored.setdefault(ns_id, {})[b] = BinSums(*values)
-    changed = sorted(_recounted(rolled, touched()))
-    if len(changed) > RECOUNT_MAX:
-        # Far behind the writes (beat stopped, say): the scans cost less than the correction.
-        out.update(aggregate_sums_live(rolled, usage=usage, lifetime=lifetime))
-        return out
-    counted: list = []
-    current: list = []
-    if changed:
-        # By key, in one round trip (rms.store: one array parameter per list on PostgreSQL, not
-        # a placeholder per id). The rows of namespaces read live are dropped here.
-        counted, aggs, deprecated = store.get().read(
-            [
-                store.Select(
-                    AggregateMember,
-                    where={"object_id": changed},
-                    columns=(*_MEMBER_FIELDS, "deprecated"),
-                ),
-                store.Select(
-                    FeedbackAggregate,
-                    where={"object_id": changed},
-                    columns=("object_id", *_MEMBER_FIELDS),
-                ),
-                store.Select(
-                    MemoryObject,
-                    where={"id": changed, "epistemic_type": DEPRECATED},
-                    columns=("id",),
-                ),
-            ]
-        )
-        deprecated_now = {row[0] for row in deprecated}
-        current = [(*row[1:], row[0] in deprecated_now) for row in aggs]
-    keep = set(rolled)
-    out.update(
-        aggregate_sums.corrected(
-            stored,
-            [Member._make(r) for r in counted if r[0] in keep],
-            [Member._make(r) for r in current if r[0] in keep],
-        )
-    )
-    return out
-
-
-def _once(fn):
-    """``fn()`` computed at the first call and kept (the objects touched since the mark, which
-    the window's waste correction and the aggregate sums share)."""
-    kept = []
-
-    def call():
-        if not kept:
-            kept.append(fn())
-        return kept[0]
-
-    return call
-
-
-def aggregate_sums_by_namespace(
-    namespace_ids: list[int], *, lifetime: bool = True
-) -> aggregate_sums.Sums:
-    """``{namespace id: {bin: BinSums}}``: the usage histogram and all-time injection sums of
-    the aggregates (``feedback.aggregate_sums``), equal to :func:`aggregate_sums_live`'s, read
-    from the rollup in one snapshot. Without ``lifetime`` a namespace read live skips the
-    injection sums (the rolled ones come with the bins anyway)."""
-    with store.get().snapshot():
-        mark = WindowRollupMark.objects.first()
-        return _aggregate_read(
-            namespace_ids,
-            mark,
-            _once(lambda: _touched(namespace_ids, mark)),
-            lifetime=lifetime,
-        )
-
-
-def object_counts_live(namespace_ids) -> aggregate_sums.ObjectCounts:
-    """The live form of the object counts by (namespace, epistemic type, confidence bin)
-    (``feedback.aggregate_sums.confidence_bin`` in SQL): a scan of the obj_ns_type covering
-    index."""
-    out: aggregate_sums.ObjectCounts = {}
-    if not namespace_ids:
-        return out
-    rows = (
-        MemoryObject.objects.filter(namespace_id__in=namespace_ids)
-        .annotate(bin=Least(Floor(F("confidence") * CONFIDENCE_BINS), Value(CONFIDENCE_BINS - 1.0)))
-        .values_list("namespace_id", "epistemic_type", "bin")
-        .annotate(n=Count("*"))  # answered from the obj_ns_type covering index
-        .order_by()
-    )
-    for ns_id, kind, b, n in rows:
-        key = (ns_id, kind, max(0, int(b)))
-        out[key] = out.get(key, 0) + n
-    return out
-
-
-def _object_key(namespace_id: int, epistemic_type: str, confidence: float):
-    return (namespace_id, epistemic_type, aggregate_sums.confidence_bin(confidence))
-
-
-def _object_read(namespace_ids, mark: WindowRollupMark | None) -> aggregate_sums.ObjectCounts:
-    """The object counts of these namespaces, inside the caller's snapshot: the rolled counts
-    corrected for the objects with an object-state operation at or beyond the run's release
-    bound (every object changed or created since its count has one: ``rms.store``'s
-    ``state_changes``, over the change feed's index), or the live form for a namespace the
-    rollup does not cover (no run has counted the objects yet, or made live since the run)."""
-    rolled = _rolled(namespace_ids, mark) if mark and mark.objects_bound is not None else []
-    out = object_counts_live([n for n in namespace_ids if n not in rolled])
-    if not rolled:
-        return out
-    names = list(Namespace.objects.filter(pk__in=rolled).values_list("name", flat=True))
-    found = store.get().state_changes(mark.objects_bound, names, limit=OBJECT_OPS_MAX)
-    changed = sorted({obj for _, obj in found})
-    if len(found) >= OBJECT_OPS_MAX:
-        # Far behind the writes (beat stopped, say): the scan costs less than the correction.
-        out.update(object_counts_live(rolled))
-        return out
-    selects = [
-        store.Select(
-            ObjectBin,
-            where={"namespace_id": rolled},
-            columns=("namespace_id", "epistemic_type", "bin", "counted"),
-        )
-    ]
-    if changed:
-        # By key, in the same round trip (one array parameter per list on PostgreSQL).
-        selects += [
-            store.Select(
-                ObjectMember,
-                where={"object_id": changed},
-                columns=("namespace_id", "epistemic_type", "bin"),
-            ),
-            store.Select(
-                MemoryObject,
-                where={"id": changed},
-                columns=("namespace_id", "epistemic_type", "confidence"),
-            ),
-        ]
-    bins, counted, current = [*store.get().read(selects), [], []][:3]
-    keep = set(rolled)
-    out.update(
-        aggregate_sums.objects_corrected(
-            {(ns_id, kind, b): n for ns_id, kind, b, n in bins},
-            [tuple(r) for r in counted if r[0] in keep],
-            [_object_key(*r) for r in current if r[0] in keep],
-        )
-    )
-    return out
-
-
-def object_sums_by_namespace(
-    namespace_ids: list[int],
-) -> tuple[aggregate_sums.Sums, aggregate_sums.ObjectCounts]:
-    """What the overview's object statistics read, in one snapshot (one mark): the aggregate
-    sums of :func:`aggregate_sums_by_namespace` without the injection sums of a namespace read
-    live, and the object counts by (namespace, epistemic type, confidence bin), equal to
-    :func:`object_counts_live`'s."""
-    with store.get().snapshot():
-        mark = WindowRollupMark.objects.first()
-        sums = _aggregate_read(
-            namespace_ids,
-            mark,
-            _once(lambda: _touched(namespace_ids, mark)),
-            lifetime=False,
-        )
-        return sums, _object_read(namespace_ids, mark)
-
-
 def _parts(
     namespace_ids, p: window_sums.Plan, mark: WindowRollupMark | None, touched, lifetime: bool
 ) -> list:
     """The grouped querysets whose rows add up to the window of ``p`` (module docstring);
-    ``touched()``: the objects with rows beyond the mark (:func:`_touched`). With
+    ``touched()``: the objects with rows beyond the mark (``object_rollup.touched``). With
     ``lifetime``, the sessions only (the injections come from the aggregates)."""
     ids = list(namespace_ids)
     wasteful = _wasteful_now(ids)
@@ -565,24 +227,24 @@ def window_sums_by_namespace(
     hours read from the rollup. In one snapshot: the mark, the objects touched since it, then
     one statement per distinct plan (one in practice: the namespaces share the mark unless a
     floor sets one apart). ``lifetime`` (for the unbounded window): the injection sums of the
-    aggregates (:func:`lifetime_injection_part`), read from the rollup (:func:`_aggregate_read`,
-    which shares the objects touched since the mark)."""
+    aggregates, read from the rollup (``feedback.object_rollup.aggregate_read``, which shares the
+    objects touched since the mark)."""
     rows = []
     # One snapshot: the mark, the hours and the rows beyond it as of one moment (a run that
     # commits meanwhile would otherwise have its rows counted twice or not at all).
     with store.get().snapshot():
         mark = WindowRollupMark.objects.first()
-        touched = _once(lambda: _touched(namespace_ids, mark))
+        touched = object_rollup.once(lambda: object_rollup.touched(namespace_ids, mark))
         # All time: the injection sums of the aggregates, from the rollup where it covers the
         # namespace, else the live form as one more part of the statement below.
         extra = []
         if lifetime:
-            rolled = _rolled(namespace_ids, mark)
-            for ns_id, bins in _aggregate_read(rolled, mark, touched).items():
+            rolled = object_rollup.rolled_namespaces(namespace_ids, mark)
+            for ns_id, bins in object_rollup.aggregate_read(rolled, mark, touched).items():
                 part = aggregate_sums.lifetime(bins)
                 rows.append((ns_id, 0, 0, 0, part.injections, part.unused, part.wasted))
             live = [n for n in namespace_ids if n not in rolled]
-            extra = [lifetime_injection_part(live)] if live else []
+            extra = [object_rollup.lifetime_injection_part(live)] if live else []
         through = None if mark is None or mark.through == NOTHING else mark.through
         groups: dict[window_sums.Plan, list[int]] = defaultdict(list)
         for ns_id in namespace_ids:
@@ -712,121 +374,6 @@ def _dirty_hours(mark: WindowRollupMark) -> set[datetime]:
     return found
 
 
-def _count_members() -> dict:
-    """``{object id: Member}`` of every aggregate as it is now: what this run counts (beat
-    only; read after the writers holding lower ids have ended, so every aggregate change of a
-    row up to the mark's ids is in it). The DEPRECATED ids are read apart: a read compares the
-    flags counted here with the objects' state then, so they need not be of one moment with the
-    aggregates."""
-    deprecated = set(
-        MemoryObject.objects.filter(epistemic_type=DEPRECATED).values_list("pk", flat=True)
-    )
-    return {
-        row[0]: Member(*row[1:], row[0] in deprecated)
-        for row in FeedbackAggregate.objects.values_list("object_id", *_MEMBER_FIELDS)
-        .order_by()
-        .iterator(chunk_size=10_000)
-    }
-
-
-def _members_to_write(members: dict) -> tuple[list, list]:
-    """The member rows that differ from ``members`` (to be replaced) and those whose aggregate
-    is gone: only those are written, not every object each run."""
-    stored = {
-        row[0]: Member(*row[1:])
-        for row in AggregateMember.objects.values_list("object_id", *_MEMBER_FIELDS, "deprecated")
-        .order_by()
-        .iterator(chunk_size=10_000)
-    }
-    changed = [o for o, m in members.items() if stored.get(o) != m]
-    gone = [o for o in stored if o not in members]
-    return changed, gone
-
-
-def _write_members(members: dict, changed: list, gone: list) -> None:
-    """Replace the changed member rows and every bin's sums (inside the caller's transaction)."""
-    drop = changed + gone
-    for start in range(0, len(drop), 1000):
-        AggregateMember.objects.filter(object_id__in=drop[start : start + 1000]).delete()
-    AggregateMember.objects.bulk_create(
-        [
-            AggregateMember(
-                object_id=o,
-                namespace_id=members[o].namespace_id,
-                usage_ratio=members[o].usage_ratio,
-                total_injections=members[o].total_injections,
-                unused_sessions=members[o].unused_sessions,
-                total_token_cost=members[o].total_token_cost,
-                deprecated=members[o].deprecated,
-            )
-            for o in changed
-        ],
-        batch_size=2000,
-    )
-    AggregateBin.objects.all().delete()
-    AggregateBin.objects.bulk_create(
-        [
-            AggregateBin(
-                namespace_id=ns_id,
-                bin=b,
-                usage_sum=v.usage_sum,
-                counted=v.objects,
-                queue=v.queue,
-                injections=v.injections,
-                unused=v.unused,
-                wasted=v.wasted,
-            )
-            for ns_id, bins in sorted(aggregate_sums.total(members.values()).items())
-            for b, v in sorted(bins.items())
-        ]
-    )
-
-
-def _count_objects() -> dict:
-    """``{object id: (namespace id, epistemic type, confidence bin)}`` of every object as it is
-    now (beat only; the release bound is read before it)."""
-    return {
-        row[0]: _object_key(*row[1:])
-        for row in MemoryObject.objects.values_list(
-            "pk", "namespace_id", "epistemic_type", "confidence"
-        )
-        .order_by()
-        .iterator(chunk_size=10_000)
-    }
-
-
-def _write_objects(keys: dict) -> None:
-    """Replace the object member rows that differ from ``keys`` (and those of objects gone) and
-    every object bin (inside the caller's transaction)."""
-    stored = {
-        row[0]: tuple(row[1:])
-        for row in ObjectMember.objects.values_list(
-            "object_id", "namespace_id", "epistemic_type", "bin"
-        )
-        .order_by()
-        .iterator(chunk_size=10_000)
-    }
-    changed = [o for o, k in keys.items() if stored.get(o) != k]
-    drop = changed + [o for o in stored if o not in keys]
-    for start in range(0, len(drop), 1000):
-        ObjectMember.objects.filter(object_id__in=drop[start : start + 1000]).delete()
-    ObjectMember.objects.bulk_create(
-        [
-            ObjectMember(object_id=o, namespace_id=ns_id, epistemic_type=kind, bin=b)
-            for o in changed
-            for ns_id, kind, b in (keys[o],)
-        ],
-        batch_size=2000,
-    )
-    ObjectBin.objects.all().delete()
-    ObjectBin.objects.bulk_create(
-        [
-            ObjectBin(namespace_id=ns_id, epistemic_type=kind, bin=b, counted=n)
-            for (ns_id, kind, b), n in sorted(aggregate_sums.object_counts(keys.values()).items())
-        ]
-    )
-
-
 def rollup(now: datetime) -> dict:
     """Bring the hourly rollup up to the hour running at ``now``: the waste set and the hours it
     changed, the dirty hours, the hours below a retention floor and the new hours. Two
@@ -879,17 +426,17 @@ def rollup(now: datetime) -> dict:
         sums.update(_hour_sums(ns_ids, lo, hi, ids["injection_id"], ids["scope_id"]))
     # Every aggregate counted again (a full count: a namespace made live since the last run is
     # covered again, and the float sums do not drift); only the changed member rows written.
-    members = _count_members()
-    changed, gone = _members_to_write(members)
+    members = object_rollup.count_members()
+    changed, gone = object_rollup.members_to_write(members)
     # The objects likewise, after the release bound: every object change the count misses
     # has an object-state operation at or beyond it (its transaction had not ended).
     bound = store.get().release_bound()
-    objects = _count_objects()
+    objects = object_rollup.count_objects()
     with transaction.atomic():
         current = WindowRollupMark.objects.select_for_update().get(pk=mark.pk)
         written = _write_hours(sums, ranges)
-        _write_members(members, changed, gone)
-        _write_objects(objects)
+        object_rollup.write_members(members, changed, gone)
+        object_rollup.write_objects(objects)
         # A floor the retention pass moved while this ran stays for the next run, and so does a
         # namespace made live after the aggregates were counted.
         floors = {ns: f for ns, f in current.floors.items() if floors_seen.get(ns) != f}
@@ -970,40 +517,10 @@ def forget_sessions(session_ids) -> None:
         )
     }
     forget_namespaces(moved)
-    forget_aggregates(moved)
+    object_rollup.forget_aggregates(moved)
 
 
 def forget_namespaces(namespace_ids) -> None:
     """The waste of these namespaces' objects may have changed without an injection or a signal
     (an aggregate rebuild): they are read live until the next run."""
     forget(dict.fromkeys(namespace_ids, EVERYTHING - window_sums.HOUR))
-
-
-def forget_aggregates(namespace_ids) -> None:
-    """These namespaces' aggregates moved without an injection or a used signal beyond the mark
-    (an aggregate rebuild; the retention pass deleting such rows): their aggregate sums are
-    read live until the next run. Call it in the transaction that makes the change."""
-    if not namespace_ids:
-        return
-    mark = WindowRollupMark.objects.select_for_update().first()
-    if mark is None:
-        return
-    live = sorted(set(mark.aggregates_live) | set(namespace_ids))
-    WindowRollupMark.objects.filter(pk=mark.pk).update(aggregates_live=live)
-
-
-def forget_state_operations(before: datetime) -> None:
-    """The retention pass is about to delete operations older than ``before``. An object-state
-    operation at or beyond the last run's release bound among them would take its object out
-    of those a read of the object counts finds changed (the object keeps the change): its
-    namespace is read live until the next run (``forget_aggregates``). Those are operations
-    written since the run with an old ``ts``, so normally none. Call it in the transaction that
-    deletes them."""
-    mark = WindowRollupMark.objects.select_for_update().first()
-    if mark is None or mark.objects_bound is None:
-        return
-    names = {ns for ns, _ in store.get().state_changes(mark.objects_bound, before=before)}
-    if names:
-        forget_aggregates(
-            list(Namespace.objects.filter(name__in=names).values_list("pk", flat=True))
-        )

@@ -17,7 +17,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from feedback import aggregate_sums, metrics, window_rollup
+from feedback import aggregate_sums, metrics, object_rollup
 from feedback import selectors as feedback_selectors
 from feedback.aggregate_sums import USAGE_BINS
 from feedback.metrics import METRIC_NAMES
@@ -110,15 +110,15 @@ def object_stats(namespace_ids: list[int], *, live: bool = False) -> dict[int, O
     injection (Σ usage ratio, count, review-queue count; SPEC §8, §10); and from the objects, by
     (namespace, type, confidence bin): the object count (DEPRECATED included) and the confidence
     histogram of the active ones. Both read from the rollup in one snapshot
-    (``feedback.window_rollup.object_sums_by_namespace``; ``live``: the live scans it is pinned
+    (``feedback.object_rollup.object_sums_by_namespace``; ``live``: the live scans it is pinned
     to).
     """
     out = {ns_id: ObjectStats() for ns_id in namespace_ids}
     if live:
-        sums = window_rollup.aggregate_sums_live(namespace_ids, lifetime=False)
-        counts = window_rollup.object_counts_live(namespace_ids)
+        sums = object_rollup.aggregate_sums_live(namespace_ids, lifetime=False)
+        counts = object_rollup.object_counts_live(namespace_ids)
     else:
-        sums, counts = window_rollup.object_sums_by_namespace(namespace_ids)
+        sums, counts = object_rollup.object_sums_by_namespace(namespace_ids)
     for ns_id, bins in sums.items():
         st = out[ns_id]
         usage = aggregate_sums.usage_totals(bins)

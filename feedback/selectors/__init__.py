@@ -17,6 +17,7 @@ from feedback import (
     aggregate_sums,
     aggregates,
     metrics,
+    object_rollup,
     retrieval,
     retrieval_quality,
     session_view,
@@ -90,7 +91,7 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     query for all namespaces.
 
     Without a window the sums come from the aggregates
-    (``feedback.window_rollup.lifetime_injection_part``). With a window the injections are
+    (``feedback.object_rollup.lifetime_injection_part``). With a window the injections are
     scanned through the (namespace, ts) covering index and "wasted" sums those whose object is
     below 0.05 (``rms.store``: one hash of those objects, not a join of every injection to its
     object and aggregate). A test pins both forms to the same numbers.
@@ -99,7 +100,7 @@ def injection_sums(namespace_ids: list[int], since=None, until=None) -> dict[int
     if since is None and until is None:
         return {
             ns: {"namespace_id": ns, "n": n, "unused": unused, "wasted": wasted}
-            for ns, _, _, _, n, unused, wasted in window_rollup.lifetime_injection_part(
+            for ns, _, _, _, n, unused, wasted in object_rollup.lifetime_injection_part(
                 namespace_ids
             )
         }
@@ -142,10 +143,10 @@ def inputs_from(usage_sum, usage_count, sessions: dict, injections: dict) -> met
 
 def metric_inputs(namespace, since: datetime | None = None, until: datetime | None = None):
     """The raw sums of the four metrics of one namespace: the usage ratios (the aggregate sums
-    of the rollup, ``feedback.window_rollup.aggregate_sums_by_namespace``), then the window's
+    of the rollup, ``feedback.object_rollup.aggregate_sums_by_namespace``), then the window's
     sums (``window_sums``)."""
     ids = [namespace.pk]
-    bins = window_rollup.aggregate_sums_by_namespace(ids, lifetime=False).get(namespace.pk, {})
+    bins = object_rollup.aggregate_sums_by_namespace(ids, lifetime=False).get(namespace.pk, {})
     usage = aggregate_sums.usage_totals(bins)
     sessions, injections = window_sums(ids, since, until)
     return inputs_from(

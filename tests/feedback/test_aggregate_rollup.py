@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, transaction
 
 from dashboard.selectors import overview
-from feedback import aggregate_sums, rebuild, retention, window_rollup
+from feedback import aggregate_sums, object_rollup, rebuild, retention, window_rollup
 from feedback.aggregate_sums import BinSums, Member
 from feedback.models import (
     AggregateBin,
@@ -25,7 +25,7 @@ from feedback.models import (
     ObjectMember,
     WindowRollupMark,
 )
-from feedback.window_rollup import lifetime_injection_part
+from feedback.object_rollup import lifetime_injection_part
 from rms import events, explain, services, store
 from rms.models import Namespace, Operation
 from rms.replay import iso
@@ -58,8 +58,8 @@ def assert_equal_live(ids) -> dict:
     """The rolled read against the live forms (the float sums within rounding: they are added
     in another order), through the read itself, the all-time window sums and the overview's
     object statistics. Returns the live usage view."""
-    live = window_rollup.aggregate_sums_live(ids)
-    got = window_rollup.aggregate_sums_by_namespace(ids)
+    live = object_rollup.aggregate_sums_live(ids)
+    got = object_rollup.aggregate_sums_by_namespace(ids)
     expected_usage, got_usage = usage_view(live), usage_view(got)
     assert set(got_usage) == set(expected_usage)
     for key, (total, n, queue) in expected_usage.items():
@@ -234,7 +234,7 @@ def test_an_object_crossing_a_bin_after_the_run_moves_at_once(ns):
     }
     stats = overview.object_stats([support])[support]
     assert (stats.usage_ratio_count, stats.usage[2], stats.usage[5]) == (2, 1, 0)
-    (i, u, w) = lifetime_view(window_rollup.aggregate_sums_by_namespace([support]))[support]
+    (i, u, w) = lifetime_view(object_rollup.aggregate_sums_by_namespace([support]))[support]
     assert (i, u, w) == (5, 3, 0)
 
 
@@ -259,7 +259,7 @@ def test_an_object_deprecated_after_the_run_leaves_the_histogram_at_once(ns, adm
     assert assert_equal_live([support]) == {(support, 0): (0.0, 2, 0)}
     # Still in the injection sums (they count every aggregate): 3 injections, 2 ended unused,
     # 20 + 30 tokens of the two wasteful objects.
-    assert lifetime_view(window_rollup.aggregate_sums_by_namespace([support])) == {
+    assert lifetime_view(object_rollup.aggregate_sums_by_namespace([support])) == {
         support: (3, 2, 50)
     }
     window_rollup.rollup_all(NOW + timedelta(hours=1))
@@ -349,12 +349,12 @@ def test_after_a_run_the_sums_come_from_the_rollup_not_a_scan(ns):
     random_sessions(writer, objs, 6, random.Random(2), T0, "a")
     support = Namespace.objects.get(name="support").pk
     window_rollup.rollup_all(NOW)
-    live = lifetime_view(window_rollup.aggregate_sums_live([support]))[support]
+    live = lifetime_view(object_rollup.aggregate_sums_live([support]))[support]
     # A stored sum moved by hand shows in the read: it is the rollup's, corrected only for the
     # objects that may have changed (none here).
     AggregateBin.objects.filter(namespace_id=support, bin=aggregate_sums.UNCOUNTED).delete()
     AggregateBin.objects.create(namespace_id=support, bin=aggregate_sums.UNCOUNTED, injections=1000)
-    got = lifetime_view(window_rollup.aggregate_sums_by_namespace([support]))[support]
+    got = lifetime_view(object_rollup.aggregate_sums_by_namespace([support]))[support]
     assert got[0] == live[0] + 1000
 
 
@@ -364,19 +364,19 @@ def test_a_namespace_made_live_while_a_run_counts_stays_live_until_the_next(ns, 
     random_sessions(writer, objs, 6, random.Random(4), T0, "a")
     support = Namespace.objects.get(name="support").pk
     window_rollup.rollup_all(NOW)
-    count = window_rollup._count_members
+    count = object_rollup.count_members
 
     def rebuilt_meanwhile():
         # A rebuild that commits after this run read the mark's live set: the count may or may
         # not hold its change, so the namespace stays live past this run.
-        window_rollup.forget_aggregates([support])
+        object_rollup.forget_aggregates([support])
         return count()
 
-    monkeypatch.setattr(window_rollup, "_count_members", rebuilt_meanwhile)
+    monkeypatch.setattr(object_rollup, "count_members", rebuilt_meanwhile)
     window_rollup.rollup_all(NOW + timedelta(hours=1))
     assert WindowRollupMark.objects.get().aggregates_live == [support]
     assert_equal_live([support])
-    monkeypatch.setattr(window_rollup, "_count_members", count)
+    monkeypatch.setattr(object_rollup, "count_members", count)
     window_rollup.rollup_all(NOW + timedelta(hours=1))
     assert WindowRollupMark.objects.get().aggregates_live == []
     assert_equal_live([support])
@@ -389,7 +389,7 @@ def test_far_behind_the_writes_the_read_scans_and_still_equals(ns, monkeypatch):
     ids = list(Namespace.objects.values_list("pk", flat=True))
     window_rollup.rollup_all(NOW)
     random_sessions(writer, objs, 8, random.Random(7), T0 + timedelta(days=1), "b")
-    monkeypatch.setattr(window_rollup, "RECOUNT_MAX", 1)
+    monkeypatch.setattr(object_rollup, "RECOUNT_MAX", 1)
     assert_equal_live(ids)
 
 
@@ -399,8 +399,8 @@ def test_far_behind_the_writes_the_read_scans_and_still_equals(ns, monkeypatch):
 def assert_objects_equal_live(ids) -> dict:
     """The object counts read from the rollup against the live scan (the object count and
     the confidence histogram follow through ``assert_equal_live``). Returns the live counts."""
-    live = window_rollup.object_counts_live(ids)
-    _, got = window_rollup.object_sums_by_namespace(ids)
+    live = object_rollup.object_counts_live(ids)
+    _, got = object_rollup.object_sums_by_namespace(ids)
     assert {k: n for k, n in got.items() if n} == live
     assert_equal_live(ids)
     return live
@@ -495,19 +495,19 @@ def test_the_object_counts_come_from_the_rollup_not_a_scan(ns):
     (obj,) = objects(writer, 1)
     support = Namespace.objects.get(name="support").pk
     window_rollup.rollup_all(NOW)
-    (key,) = window_rollup.object_counts_live([support])
+    (key,) = object_rollup.object_counts_live([support])
     # A stored count moved by hand shows in the read (corrected only for changed objects).
     ObjectBin.objects.filter(namespace_id=support).update(counted=7)
     if connection.vendor == "sqlite":
         # Nothing changed since the run: the read is the stored count.
-        assert window_rollup.object_sums_by_namespace([support])[1] == {key: 7}
+        assert object_rollup.object_sums_by_namespace([support])[1] == {key: 7}
         assert overview.object_stats([support])[support].objects == 7
     # A write: the object is recounted, the stored count otherwise kept.
     services.object_pin(
         client=make_client("adm", "admin")[0], object_id=obj.pk, reason="ok", confidence=0.5
     )
     obj.refresh_from_db()
-    got = window_rollup.object_sums_by_namespace([support])[1]
+    got = object_rollup.object_sums_by_namespace([support])[1]
     assert sum(got.values()) == 7
 
 
@@ -516,7 +516,7 @@ def test_a_change_while_the_run_counts_is_read_at_once(ns, admin, monkeypatch):
     objs = objects(writer, 4)
     support = Namespace.objects.get(name="support").pk
     window_rollup.rollup_all(NOW)
-    count = window_rollup._count_objects
+    count = object_rollup.count_objects
 
     def changed_around_the_count():
         # One change after the bound and before the count (counted), one after the count and
@@ -526,9 +526,9 @@ def test_a_change_while_the_run_counts_is_read_at_once(ns, admin, monkeypatch):
         services.object_transition(client=admin, object_id=objs[1].pk, to="DEPRECATED", reason="b")
         return found
 
-    monkeypatch.setattr(window_rollup, "_count_objects", changed_around_the_count)
+    monkeypatch.setattr(object_rollup, "count_objects", changed_around_the_count)
     window_rollup.rollup_all(NOW + timedelta(hours=1))
-    monkeypatch.setattr(window_rollup, "_count_objects", count)
+    monkeypatch.setattr(object_rollup, "count_objects", count)
     assert_objects_equal_live([support])
     window_rollup.rollup_all(NOW + timedelta(hours=2))
     assert_objects_equal_live([support])
@@ -592,12 +592,12 @@ def test_far_behind_the_writes_the_object_read_scans_and_still_equals(ns, admin,
         services.object_pin(client=admin, object_id=o.pk, reason="ok", confidence=0.3)
     objects(writer, 2, prefix="new")
     scans = []
-    live = window_rollup.object_counts_live
+    live = object_rollup.object_counts_live
     monkeypatch.setattr(
-        window_rollup, "object_counts_live", lambda ids: scans.append(list(ids)) or live(ids)
+        object_rollup, "object_counts_live", lambda ids: scans.append(list(ids)) or live(ids)
     )
-    monkeypatch.setattr(window_rollup, "OBJECT_OPS_MAX", 3)
-    window_rollup.object_sums_by_namespace([support])
+    monkeypatch.setattr(object_rollup, "OBJECT_OPS_MAX", 3)
+    object_rollup.object_sums_by_namespace([support])
     assert scans == [[], [support]]
     monkeypatch.undo()
     assert_objects_equal_live([support])
